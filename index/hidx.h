@@ -1,0 +1,76 @@
+/*
+ * hidx.h - the latch-free hash index (Tsavorite's design).
+ *
+ * A power-of-two array of 64-byte buckets. Each bucket holds 7 entries and one overflow word that
+ * links to an overflow bucket from a fixed-page allocator. An entry is one 64-bit word:
+ *
+ *   bit 63      tentative: inserted but not yet confirmed unique (readers skip it)
+ *   bits 48-62  tag: 15 high bits of the key's hash (bits 48-62 of XXH3)
+ *   bits 0-47   logical address of the newest record of the chain (0 = no record yet)
+ *
+ * A word of 0 is a free slot. Bucket = hash & (buckets - 1). Keys whose hashes share bucket and tag
+ * share one entry; the log chains their records through each record's previous address.
+ *
+ * The index knows nothing of records or keys: it maps (bucket, tag) to an address. Publishing a new
+ * record is one CAS of the entry (hidx_slot_cas). Entries are never removed while the server runs,
+ * except by hidx_clear_below() (FLUSHALL, truncation), which is safe against concurrent CAS.
+ */
+#ifndef SPW_HIDX_H
+#define SPW_HIDX_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <xxhash.h>
+
+#define HIDX_ADDR_BITS 48
+#define HIDX_ADDR_MASK ((1ULL << HIDX_ADDR_BITS) - 1)
+#define HIDX_TAG_BITS 15
+#define HIDX_TAG_SHIFT 48
+#define HIDX_TAG_MASK (((1ULL << HIDX_TAG_BITS) - 1) << HIDX_TAG_SHIFT)
+#define HIDX_TENTATIVE (1ULL << 63)
+#define HIDX_BUCKET_BYTES 64
+#define HIDX_BUCKET_ENTRIES 7
+
+typedef struct hidx hidx;
+
+/* A found or created entry: where it lives and the word seen there. */
+typedef struct hidx_slot {
+	_Atomic uint64_t *entry;
+	uint64_t word;           /* value read (or installed); tag | address */
+} hidx_slot;
+
+static inline uint64_t hidx_hash(const void *key, size_t len) { return XXH3_64bits(key, len); }
+static inline uint64_t hidx_slot_addr(const hidx_slot *s) { return s->word & HIDX_ADDR_MASK; }
+
+/* size_bytes / 64 rounded down to a power of two (at least 64 buckets). 0 or -ENOMEM/-EINVAL. */
+int hidx_open(hidx **out, uint64_t size_bytes);
+void hidx_close(hidx *h);
+
+/* Find the confirmed entry for hash's (bucket, tag). 0 and *out, or -ENOENT. */
+int hidx_entry_find(hidx *h, uint64_t hash, hidx_slot *out /* out */);
+/* Find it, or create it with address 0 (tentative-then-confirm, so no twin ever exists). 0 or -ENOMEM. */
+int hidx_entry_find_or_create(hidx *h, uint64_t hash, hidx_slot *out /* out */);
+/* Replace the slot's address with new_addr if the entry still holds s->word. On failure s->word is
+ * refreshed with what is there now. */
+bool hidx_slot_cas(hidx_slot *s, uint64_t new_addr);
+/* Bring the key's bucket into cache ahead of use (MGET and pipelines). */
+void hidx_prefetch(hidx *h, uint64_t hash);
+
+/* Visit the entries of buckets [cursor, cursor+count) of the main array, each with its overflow chain.
+ * fn(ctx, word) sees every confirmed entry with a nonzero address. Returns the next cursor, 0 at the end. */
+typedef void (*hidx_visit_fn)(void *ctx, uint64_t word);
+uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx);
+
+/* Free every entry whose address is below addr (CAS, so concurrent publishers win). */
+void hidx_clear_below(hidx *h, uint64_t addr);
+
+typedef struct hidx_stats {
+	uint64_t buckets;            /* main array */
+	uint64_t overflow_buckets;   /* allocated overflow buckets */
+	uint64_t memory_bytes;       /* main array */
+	uint64_t overflow_bytes;     /* overflow pages */
+} hidx_stats;
+void hidx_stats_get(hidx *h, hidx_stats *out /* out */);
+
+#endif

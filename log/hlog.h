@@ -1,0 +1,142 @@
+/*
+ * hlog.h - the store: a hybrid log of records addressed through the hash index.
+ *
+ * One 48-bit logical address space (first valid address 64; 0 = none). The in-memory part is a
+ * circular buffer of --page sized frames within --memory:
+ *
+ *   BeginAddress <= HeadAddress <= SafeReadOnlyAddress <= ReadOnlyAddress <= TailAddress
+ *   [ truncated ][ on device only ][ read-only in memory: RCU ][ mutable: in-place ]
+ *
+ * Until the device tier exists, HeadAddress only moves with BeginAddress (FLUSHALL) and a full memory
+ * region makes writes fail with SPW_E_LOG_FULL; nothing stored is lost.
+ *
+ * Threads: each worker opens one hlog_session and calls hlog_session_protect() before a batch of
+ * operations and hlog_session_unprotect() before it sleeps; the epoch makes sure no thread reads a
+ * page frame that is being reused. All operations below need a protected session.
+ *
+ * Ownership: hlog_value pointers point into a log page and are valid only inside the callback that
+ * receives them (the record's shared lock is held, the epoch is protected).
+ */
+#ifndef SPW_HLOG_H
+#define SPW_HLOG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include "common/spw.h"
+#include "index/hidx.h"
+
+typedef struct hlog hlog;
+typedef struct hlog_session hlog_session;
+
+/* Positive "not an error" results. Errors are negative (-errno or SPW_E_*). */
+enum {
+	HLOG_OK = 0,
+	HLOG_NOTFOUND = 1,
+	HLOG_PENDING = 2,     /* the record is on the device; the callback runs later (device tier) */
+};
+
+#define HLOG_FIRST_ADDRESS 64ULL
+#define HLOG_NO_EXPIRY (-1LL)
+
+typedef struct hlog_config {
+	uint64_t memory_bytes;    /* --memory: in-memory log region */
+	uint64_t page_bytes;      /* --page: power of two */
+	uint64_t index_bytes;     /* --index */
+	int mutable_percent;      /* --mutable-percent, 0..100 */
+	int max_sessions;         /* threads that may open sessions */
+} hlog_config;
+
+typedef struct hlog_key {
+	const void *ptr;
+	size_t len;
+	uint64_t hash;
+} hlog_key;
+
+static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
+{
+	k->ptr = p;
+	k->len = len;
+	k->hash = hidx_hash(p, len);
+}
+
+typedef struct hlog_value {
+	const uint8_t *ptr;
+	size_t len;
+	int64_t expire_ms;        /* absolute unix ms, or HLOG_NO_EXPIRY */
+} hlog_value;
+
+int hlog_open(hlog **out, const hlog_config *cfg);
+void hlog_close(hlog *l);
+
+int hlog_session_open(hlog *l, hlog_session **out);
+void hlog_session_close(hlog_session *s);
+void hlog_session_protect(hlog_session *s);
+void hlog_session_unprotect(hlog_session *s);
+/* Publish that this thread has moved on (lets pages be reclaimed); cheap, call between batches. */
+void hlog_session_refresh(hlog_session *s);
+/* now_ms used for expiry decisions by this session's next operations (one clock read per batch). */
+void hlog_session_set_now(hlog_session *s, int64_t now_ms);
+
+/* Read: calls fn once with the live value (expired = absent) and returns HLOG_OK, or HLOG_NOTFOUND. */
+typedef void (*hlog_read_fn)(void *ctx, const hlog_value *v);
+int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
+
+/* Blind write (SET without options): the new value replaces whatever was there. HLOG_OK or error. */
+int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
+
+/* Delete: HLOG_OK if a live key was removed, HLOG_NOTFOUND if there was none. */
+int hlog_delete(hlog_session *s, const hlog_key *k);
+
+/*
+ * Read-modify-write. The store calls ops->plan with the current live value (NULL when absent or
+ * expired); plan fills *out and returns 0, or a negative error that aborts the operation (returned
+ * by hlog_rmw as is). For HLOG_RMW_WRITE the store then finds room for new_len bytes (in place when
+ * the record is mutable and the rounded size and expiry presence are unchanged, else a new record at
+ * the tail) and calls ops->fill(ctx, old, dst, in_place). With in_place, dst is old->ptr: fill must
+ * only write what changes. plan may be called again if a concurrent writer won a race, so it must
+ * derive everything from old and not accumulate state across calls.
+ */
+enum { HLOG_RMW_KEEP = 0, HLOG_RMW_WRITE = 1, HLOG_RMW_DELETE = 2 };
+typedef struct hlog_rmw_plan {
+	int action;
+	size_t new_len;
+	int64_t expire_ms;        /* for WRITE: expiry of the new value */
+} hlog_rmw_plan;
+typedef struct hlog_rmw_ops {
+	int (*plan)(void *ctx, const hlog_value *old, hlog_rmw_plan *out /* out */);
+	void (*fill)(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place);
+} hlog_rmw_ops;
+int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx);
+
+/*
+ * Key enumeration in index order (SCAN/KEYS/RANDOMKEY). Visits the index buckets [cursor, cursor+count)
+ * and calls fn for every live key there (newest version only, expired keys skipped). Returns the next
+ * cursor, 0 when the whole index was covered. Keys written during a scan may or may not be seen;
+ * keys present from start to end are seen exactly once over a full scan.
+ */
+typedef void (*hlog_key_fn)(void *ctx, const void *key, size_t klen, const hlog_value *v);
+uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx);
+uint64_t hlog_scan_cursor_end(hlog *l);   /* number of main buckets: cursors are < this */
+
+/* Exact number of live keys (expired ones not yet removed count, as in Redis). O(sessions). */
+uint64_t hlog_key_count(hlog *l);
+/* Number of keys with an expiry (the "expires=" of INFO keyspace). */
+uint64_t hlog_expires_count(hlog *l);
+
+/* Remove every key: BeginAddress moves to the tail and the index forgets older entries. */
+int hlog_flush_all(hlog_session *s);
+
+typedef struct hlog_info {
+	uint64_t begin, head, safe_read_only, read_only, flushed_until, tail;
+	uint64_t page_bytes, max_pages, allocated_pages, memory_bytes;
+	hidx_stats index;
+	uint64_t keys, expires;
+	uint64_t inplace_updates, rcu_updates, appends, log_full_errors, retries;
+} hlog_info;
+void hlog_info_get(hlog *l, hlog_info *out /* out */);
+
+/* Largest key + value the log can store in one record (bounded by the page size). */
+uint64_t hlog_max_record_payload(hlog *l);
+
+#endif
