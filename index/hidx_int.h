@@ -1,0 +1,84 @@
+/*
+ * hidx_int.h - the guts of the hash index, private to index/ (and its white-box tests).
+ *
+ * The bucket layout, the overflow allocator's geometry and the helpers that turn a hash into a bucket
+ * and a tag. Nothing outside index/ and tests/index/ may include this file.
+ */
+#ifndef SPW_HIDX_INT_H
+#define SPW_HIDX_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "common/spw.h"
+#include "index/hidx.h"
+
+#define HIDX_MIN_BUCKETS 64ULL
+
+/* Overflow buckets come from pages of HIDX_OVF_PAGE_BUCKETS buckets (256 KiB), found through a
+ * fixed table of HIDX_OVF_MAX_PAGES page pointers: 2^20 pages of 2^12 buckets = 2^32 buckets. */
+#define HIDX_OVF_PAGE_BITS 12
+#define HIDX_OVF_PAGE_BUCKETS (1ULL << HIDX_OVF_PAGE_BITS)
+#define HIDX_OVF_PAGE_BYTES (HIDX_OVF_PAGE_BUCKETS * HIDX_BUCKET_BYTES)
+#define HIDX_OVF_MAX_BUCKETS (1ULL << 32)
+#define HIDX_OVF_MAX_PAGES (HIDX_OVF_MAX_BUCKETS >> HIDX_OVF_PAGE_BITS)
+
+/* Main arrays of at least this size ask for transparent huge pages: a random probe per request
+ * otherwise costs a TLB miss on top of the cache miss. */
+#define HIDX_HUGEPAGE_MIN_BYTES (2ULL << 20)
+
+/* One cache line: 7 entry words, then the 1-based index of the next overflow bucket (0 = none). */
+typedef struct hidx_bucket {
+	_Atomic uint64_t hb_entry[HIDX_BUCKET_ENTRIES];
+	_Atomic uint64_t hb_overflow;
+} SPW_ALIGNED_CL hidx_bucket;
+
+_Static_assert(sizeof(hidx_bucket) == HIDX_BUCKET_BYTES, "a bucket is one cache line");
+
+struct hidx {
+	hidx_bucket *hx_buckets;           /* main array, mmap'd, HIDX_BUCKET_BYTES aligned */
+	uint64_t hx_mask;                  /* buckets - 1 */
+	uint64_t hx_main_bytes;            /* mapping length of hx_buckets */
+
+	/* Overflow allocator. Page pointers are written once, under hx_ovf_lock, before any index into
+	 * the page is published; readers reach a page only through a published overflow word. */
+	_Atomic(hidx_bucket *) *hx_ovf_pages;  /* HIDX_OVF_MAX_PAGES slots, mmap'd (untouched = free) */
+	pthread_mutex_t hx_ovf_lock;
+	uint64_t hx_ovf_next;              /* next never-used 1-based index (lock) */
+	uint64_t hx_ovf_free;              /* free list head, linked through hb_overflow (lock) */
+	uint64_t hx_ovf_free_count;        /* (lock) */
+	uint64_t hx_ovf_npages;            /* pages mapped so far (lock) */
+};
+
+/* The tag of a hash, in place (bits 48-62). Tag 0 is folded into tag 1: a confirmed entry with tag 0
+ * and address 0 would be the word 0, which means "free slot". Keys sharing a tag already share an
+ * entry (the log compares keys along the chain), so folding costs only a rare extra comparison. */
+static inline uint64_t hidx_tag_of(uint64_t hash)
+{
+	uint64_t tag = hash & HIDX_TAG_MASK;
+	return tag ? tag : (1ULL << HIDX_TAG_SHIFT);
+}
+
+static inline hidx_bucket *hidx_bucket_of(const hidx *h, uint64_t hash)
+{
+	return &h->hx_buckets[hash & h->hx_mask];
+}
+
+/* The overflow bucket with 1-based index idx (idx must have been published or just allocated).
+ * The page pointer load may be relaxed: the caller read idx from an overflow word with acquire (or
+ * allocated it itself), which orders the page table store before this load. */
+static inline hidx_bucket *hidx_overflow_at(const hidx *h, uint64_t idx)
+{
+	uint64_t i = idx - 1;
+	hidx_bucket *page = atomic_load_explicit(&h->hx_ovf_pages[i >> HIDX_OVF_PAGE_BITS],
+						 memory_order_relaxed);
+	return &page[i & (HIDX_OVF_PAGE_BUCKETS - 1)];
+}
+
+/* The next bucket of a chain, or NULL. */
+static inline hidx_bucket *hidx_bucket_next(const hidx *h, hidx_bucket *b, memory_order mo)
+{
+	uint64_t idx = atomic_load_explicit(&b->hb_overflow, mo);
+	return idx ? hidx_overflow_at(h, idx) : NULL;
+}
+
+#endif
