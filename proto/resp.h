@@ -34,7 +34,7 @@ enum {
 #define RESP_INLINE_MAX        (64 * 1024)          /* PROTO_INLINE_MAX_SIZE */
 #define RESP_MAX_BULK_DEFAULT  (512ULL * 1024 * 1024) /* proto-max-bulk-len */
 #define RESP_MAX_QUERYBUF_DEFAULT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
-#define RESP_MAX_MULTIBULK     (1024LL * 1024 * 1024) /* Redis: count > INT_MAX is invalid; we cap at 1Gi */
+#define RESP_MAX_MULTIBULK     (1024LL * 1024 * 1024) /* not used by the parser: as Redis 7, it rejects a count > INT_MAX */
 
 typedef struct resp_slice {
 	const char *ptr;
@@ -54,6 +54,7 @@ typedef struct resp_parser {
 	long long bulk;          /* length announced by '$' of the argument in progress, -1 none */
 	size_t pos;              /* bytes of the current request already scanned (offset from buf) */
 	size_t hint;             /* total bytes the request in progress needs, 0 when unknown */
+	size_t scan;             /* inline: bytes of the line already searched for '\n' */
 	int argc;
 	int argv_cap;
 	size_t *arg_off;         /* per argument: offset from buf and length; turned into slices */
@@ -61,7 +62,8 @@ typedef struct resp_parser {
 	resp_slice *argv;        /* slices for the last complete request */
 	char *inline_buf;        /* inline requests with quotes are unescaped here */
 	size_t inline_cap;
-	const char *error;       /* Redis's error text after RESP_EPROTO (static string) */
+	const char *error;       /* Redis's error text after RESP_EPROTO (static string or errbuf) */
+	char errbuf[48];         /* "Protocol error: expected '$', got 'X'" */
 	resp_limits limits;
 } resp_parser;
 
@@ -77,23 +79,34 @@ void resp_parser_fini(resp_parser *p);
 void resp_parser_reset(resp_parser *p);
 
 /*
- * Parse one request from [buf, buf+len). On RESP_OK, *consumed is the request's size in bytes and
- * *req its arguments (slices into buf, or into the parser for unescaped inline arguments). Empty
- * inline lines are skipped: they return RESP_INCOMPLETE with *consumed covering them if no request
- * follows. On RESP_INCOMPLETE, *consumed may be > 0 (bytes that can be dropped); the request in
- * progress starts at buf + *consumed next time. On RESP_EPROTO, resp_parser_error() gives the
- * message ("Protocol error: ...") to send as -ERR before closing the connection.
+ * Parse one request from [buf, buf+len). On RESP_OK, *consumed is the request's size in bytes (plus
+ * any empty requests skipped before it) and *req its arguments (slices into buf, or into the parser
+ * for unescaped inline arguments), valid until the next call on this parser. Empty requests (blank
+ * inline lines, "*0", "*-1") are skipped as Redis does: they return RESP_INCOMPLETE with *consumed
+ * covering them if no request follows. On RESP_INCOMPLETE, *consumed may be > 0 (bytes that can be
+ * dropped); the request in progress starts at buf + *consumed next time. On RESP_EPROTO,
+ * resp_parser_error() gives the message ("Protocol error: ...") to send as "-ERR <message>" before
+ * closing the connection; the parser then stays in error until resp_parser_reset().
+ *
+ * One exception, as Redis: when the request in progress needs more than limits.max_querybuf bytes
+ * (what arrived so far, or what a bulk length announces), the result is RESP_EPROTO with the text
+ * "query buffer limit reached", which does NOT start with "Protocol error": log it and close the
+ * connection without a reply. -ENOMEM when the argument arrays cannot grow.
  */
 int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *consumed /* out */,
                        resp_request *req /* out */);
-/* Bytes the request in progress needs in all (from its first byte), or 0 when not known yet. */
+/* Bytes the request in progress needs in all (from its first byte), or 0 when not known yet. Known
+ * while the parser waits for the payload of a bulk argument; it covers that argument's CRLF. */
 size_t resp_parser_hint(const resp_parser *p);
 const char *resp_parser_error(const resp_parser *p);
 
 /*
  * Reply parsing (for clients: bench, tests). Finds the end of one complete reply of any RESP2/RESP3
  * type in [buf, buf+len), nested aggregates included. Returns RESP_OK with *consumed set, or
- * RESP_INCOMPLETE, or RESP_EPROTO on malformed input. *type gets the first byte ('+', '-', ':', ...).
+ * RESP_INCOMPLETE, or RESP_EPROTO on malformed input. *type gets the first byte ('+', '-', ':', ...);
+ * an attribute ('|') is skipped together with the reply it annotates, and *type is then '|'.
+ * Stateless: an incomplete reply is scanned again from its start next time. Nesting deeper than 128
+ * aggregates is RESP_EPROTO (no recursion, no stack growth on hostile input).
  */
 int resp_reply_skip(const char *buf, size_t len, size_t *consumed /* out */, char *type /* out */);
 
@@ -120,7 +133,7 @@ typedef struct resp_out {
 	void *alloc_ctx;
 } resp_out;
 
-void resp_out_init(resp_out *o, resp_chunk_alloc_fn alloc, void *ctx);
+void resp_out_init(resp_out *o, resp_chunk_alloc_fn alloc, void *ctx);   /* proto starts at 2 */
 
 /* Contiguous space for n bytes at the tail; commit what was written. NULL after an allocation failure. */
 char *resp_out_reserve_slow(resp_out *o, size_t n);
@@ -141,7 +154,9 @@ void resp_out_append(resp_out *o, const void *p, size_t n);   /* raw bytes, any 
 /* Encoders; each writes exactly what redis-server 7 writes for the connection's protocol. */
 void resp_write_simple(resp_out *o, const char *s, size_t len);     /* +s */
 void resp_write_ok(resp_out *o);                                    /* +OK */
-void resp_write_error(resp_out *o, const char *msg, size_t len);    /* -msg (msg has its prefix: "ERR ...") */
+/* -msg (msg has its prefix: "ERR ..."; a leading '-' is used as the dash). CR and LF in the text
+ * become spaces; errorf first trims CR/LF at both ends, as addReplyErrorFormat. */
+void resp_write_error(resp_out *o, const char *msg, size_t len);
 void resp_write_errorf(resp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void resp_write_int(resp_out *o, long long v);                      /* :v */
 void resp_write_bulk(resp_out *o, const void *p, size_t len);       /* $len\r\n...\r\n */
@@ -159,8 +174,10 @@ void resp_write_double(resp_out *o, double d);         /* RESP3 ,d  RESP2 bulk, 
 void resp_write_bool(resp_out *o, bool b);             /* RESP3 #t/#f, RESP2 :1/:0 */
 void resp_write_verbatim(resp_out *o, const char *fmt3, const void *p, size_t len); /* RESP3 =len\r\ntxt:..., RESP2 bulk */
 
-/* Drop the first n bytes written (after the kernel took them); frees nothing: returns drained chunks
- * through *freed (a list linked by next) for the caller to recycle. */
+/* Drop the first n bytes written (after the kernel took them): advances head->sent, and returns the
+ * chunks fully sent (the tail too, leaving head and tail NULL) as a list linked by next, in order,
+ * for the caller to recycle; frees nothing. resp_out_reserve_slow() re-initialises next/len/sent of
+ * every chunk it gets from the allocator, so recycled chunks need no clearing. */
 resp_chunk *resp_out_consume(resp_out *o, size_t n);
 
 #endif

@@ -1,0 +1,1142 @@
+/*
+ * resp.c - RESP request parser, reply writer and reply skipper.
+ *
+ * Sections: number helpers, request parser (multibulk, inline), reply skipper, writer.
+ *
+ * NOTES ON THE DESIGN OF THE PARSER
+ *
+ *  1. Offsets, never pointers, survive a call. Between two calls the caller may move the unparsed
+ *     bytes (compact or grow its buffer), so everything the parser remembers about a request in
+ *     progress (p->pos, p->scan, p->arg_off[]) is an offset from the request's first byte, which is
+ *     buf + 0 on the next call. Slices are built from those offsets only when the request is whole.
+ *  2. No byte is scanned twice across calls for bulk payloads: p->pos is the first unparsed byte of
+ *     the request, and a bulk whose payload has not fully arrived costs one length compare per call.
+ *     Header lines ("*3", "$5") are re-searched from their start, which is bounded by RESP_INLINE_MAX
+ *     as in Redis; inline lines resume their '\n' search at p->scan.
+ *  3. States and transitions (all in resp_request_parse and its two helpers):
+ *
+ *        IDLE --'*'--> COUNT --n>0--> BULK_HDR <--> BULK_DATA --last arg--> IDLE (RESP_OK)
+ *          |             `--n<=0 (skipped)----------------------------------> IDLE
+ *          `--other--> INLINE --line--> IDLE (RESP_OK, or skipped when it has no argument)
+ *        any state --bad input--> ERROR (sticky until resp_parser_reset)
+ *
+ *  4. Byte compatibility with Redis 7 (src/networking.c processMultibulkBuffer/processInlineBuffer):
+ *     the request type is chosen by its first byte; a header line ends at the first '\r' and needs
+ *     one more byte, which is not checked to be '\n'; the two bytes after a bulk payload are skipped
+ *     unchecked; counts and lengths parse as string2ll; a count <= 0 is an empty request; an inline
+ *     line ends at '\n' with one '\r' before it stripped, and splits as sdssplitargs (a NUL ends the
+ *     line's content, as it does for the C string sdssplitargs walks). Error texts are Redis's, with
+ *     '\r' and '\n' shown as spaces as addReplyErrorFormat does.
+ *  5. "too big" limits are applied to a line's length, not to how the bytes happened to arrive:
+ *     Redis checks the unparsed bytes after each read of at most 16 KiB, so a line longer than
+ *     RESP_INLINE_MAX is refused by Redis whatever the read sizes; we refuse it even when it arrives
+ *     whole in one large read, so that the outcome does not depend on timing.
+ *  6. Hot path: a request that arrived whole is parsed in one pass: a header costs a digit loop and
+ *     no memchr in the usual case, an argument two stores, and nothing is allocated once the
+ *     argument arrays have grown to the connection's widest request (they shrink back after an
+ *     unusually wide one, so one MSET of a million keys does not pin memory for the connection's life).
+ *
+ * NOTES ON THE WRITER
+ *
+ *  7. A resp_out is a chain of chunks from the caller's allocator. Encoders reserve the worst case
+ *     for a header, format in place and commit what they wrote: one bounds check per reply in the
+ *     common case. Small counts and lengths come from precomputed headers, as Redis's shared
+ *     "*<n>\r\n" and "$<n>\r\n" objects.
+ *  8. A payload larger than the tail's free space fills the tail and continues in one new chunk of at
+ *     least its remaining size: at most two iovecs per value, no chunk above what one value needs.
+ *  9. After an allocation failure o->oom is set and every later write is dropped: the stream is then
+ *     corrupt and the caller must close the connection.
+ */
+#include "proto/resp.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RESP_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define RESP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum {
+	RESP_ST_IDLE = 0,
+	RESP_ST_COUNT,      /* at the "*<n>\r\n" line (pos 0) */
+	RESP_ST_BULK_HDR,   /* at a "$<len>\r\n" line (pos) */
+	RESP_ST_BULK_DATA,  /* at a bulk payload of p->bulk bytes (pos) */
+	RESP_ST_INLINE,     /* searching the inline line's '\n' (scan) */
+	RESP_ST_ERROR,
+};
+
+#define RESP_ARGV_INIT  16
+#define RESP_ARGV_KEEP  1024            /* wider arrays are freed when the next request starts */
+#define RESP_CHUNK_MIN  (16 * 1024)     /* smallest chunk asked of the allocator */
+#define RESP_SKIP_DEPTH 128             /* deepest aggregate nesting resp_reply_skip accepts */
+#define RESP_SKIP_MAX_COUNT (1LL << 40) /* more elements than any real reply */
+
+static const char resp_err_mbulk_len[] = "Protocol error: invalid multibulk length";
+static const char resp_err_bulk_len[] = "Protocol error: invalid bulk length";
+static const char resp_err_mbulk_big[] = "Protocol error: too big mbulk count string";
+static const char resp_err_bulk_big[] = "Protocol error: too big bulk count string";
+static const char resp_err_inline_big[] = "Protocol error: too big inline request";
+static const char resp_err_quotes[] = "Protocol error: unbalanced quotes in request";
+static const char resp_err_querybuf[] = "query buffer limit reached";
+
+/* ---------------- number helpers ---------------- */
+
+static const char resp_digits2[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+static inline unsigned resp_u64_digits(uint64_t v)
+{
+	unsigned n = 1;
+	for (;;) {
+		if (v < 10) return n;
+		if (v < 100) return n + 1;
+		if (v < 1000) return n + 2;
+		if (v < 10000) return n + 3;
+		v /= 10000;
+		n += 4;
+	}
+}
+
+/* Format v in base 10 at dst (no NUL). Returns the length (1..20). */
+static inline size_t resp_fmt_u64(char *dst, uint64_t v)
+{
+	size_t n = resp_u64_digits(v), i = n;
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+		v /= 100;
+		dst[--i] = resp_digits2[d + 1];
+		dst[--i] = resp_digits2[d];
+	}
+	if (v >= 10) {
+		dst[--i] = resp_digits2[v * 2 + 1];
+		dst[--i] = resp_digits2[v * 2];
+	} else {
+		dst[--i] = (char)('0' + v);
+	}
+	return n;
+}
+
+static inline size_t resp_fmt_ll(char *dst, long long v)
+{
+	if (v < 0) {
+		dst[0] = '-';
+		return 1 + resp_fmt_u64(dst + 1, 0ULL - (unsigned long long)v);
+	}
+	return resp_fmt_u64(dst, (uint64_t)v);
+}
+
+/* Exactly Redis's string2ll: optional '-', no '+', no spaces, no leading zeros ("0" itself aside). */
+static bool resp_strict_ll(const char *s, size_t len, long long *out)
+{
+	size_t i = 0;
+	bool neg = false;
+	uint64_t v;
+
+	if (len == 0 || len > 20)
+		return false;
+	if (len == 1 && s[0] == '0') {
+		*out = 0;
+		return true;
+	}
+	if (s[0] == '-') {
+		neg = true;
+		if (++i == len)
+			return false;
+	}
+	if (s[i] < '1' || s[i] > '9')
+		return false;
+	v = (uint64_t)(s[i++] - '0');
+	for (; i < len; i++) {
+		unsigned d = (unsigned)(unsigned char)s[i] - '0';
+		if (d > 9 || v > UINT64_MAX / 10 || v * 10 > UINT64_MAX - d)
+			return false;
+		v = v * 10 + d;
+	}
+	if (neg) {
+		if (v > (uint64_t)LLONG_MAX + 1)
+			return false;
+		*out = (long long)(0ULL - v);
+	} else {
+		if (v > (uint64_t)LLONG_MAX)
+			return false;
+		*out = (long long)v;
+	}
+	return true;
+}
+
+/* ---------------- request parser ---------------- */
+
+void resp_parser_init(resp_parser *p, const resp_limits *limits)
+{
+	memset(p, 0, sizeof(*p));
+	p->bulk = -1;
+	p->limits.max_bulk_len = RESP_MAX_BULK_DEFAULT;
+	p->limits.max_querybuf = RESP_MAX_QUERYBUF_DEFAULT;
+	/* A zero field means "default", so a caller may set only one of them. */
+	if (limits && limits->max_bulk_len)
+		p->limits.max_bulk_len = limits->max_bulk_len;
+	if (limits && limits->max_querybuf)
+		p->limits.max_querybuf = limits->max_querybuf;
+}
+
+static void resp_parser_free_args(resp_parser *p)
+{
+	free(p->arg_off);
+	free(p->arg_len);
+	free(p->argv);
+	p->arg_off = p->arg_len = NULL;
+	p->argv = NULL;
+	p->argv_cap = 0;
+}
+
+void resp_parser_fini(resp_parser *p)
+{
+	resp_parser_free_args(p);
+	free(p->inline_buf);
+	p->inline_buf = NULL;
+	p->inline_cap = 0;
+}
+
+void resp_parser_reset(resp_parser *p)
+{
+	p->state = RESP_ST_IDLE;
+	p->is_inline = 0;
+	p->multibulk = 0;
+	p->bulk = -1;
+	p->pos = 0;
+	p->hint = 0;
+	p->scan = 0;
+	p->argc = 0;
+	p->error = NULL;
+}
+
+size_t resp_parser_hint(const resp_parser *p)
+{
+	return p->hint;
+}
+
+const char *resp_parser_error(const resp_parser *p)
+{
+	return p->error ? p->error : "";
+}
+
+/* Make room for one more argument in all three arrays (they share argv_cap). -ENOMEM or 0. */
+static int resp_parser_grow(resp_parser *p)
+{
+	int cap = p->argv_cap ? p->argv_cap * 2 : RESP_ARGV_INIT;
+	size_t *off, *len;
+	resp_slice *argv;
+
+	if (p->argv_cap > INT_MAX / 2)
+		return -ENOMEM;
+	off = realloc(p->arg_off, (size_t)cap * sizeof(*off));
+	if (!off)
+		return -ENOMEM;
+	p->arg_off = off;
+	len = realloc(p->arg_len, (size_t)cap * sizeof(*len));
+	if (!len)
+		return -ENOMEM;
+	p->arg_len = len;
+	argv = realloc(p->argv, (size_t)cap * sizeof(*argv));
+	if (!argv)
+		return -ENOMEM;
+	p->argv = argv;
+	p->argv_cap = cap;
+	return 0;
+}
+
+static int resp_parser_fail(resp_parser *p, const char *msg)
+{
+	p->error = msg;
+	p->state = RESP_ST_ERROR;
+	p->hint = 0;
+	return RESP_EPROTO;
+}
+
+/* Header line results. */
+enum { HDR_OK, HDR_MORE, HDR_LONG, HDR_BADTYPE, HDR_BADNUM };
+
+/* The general case of resp_hdr_parse: find the line's '\r' as Redis does (strchr from the type byte),
+ * then check the type and parse the number strictly. */
+static int resp_hdr_parse_slow(const char *b, size_t n, size_t pos, char type, long long *v,
+                               size_t *next /* out */)
+{
+	const char *cr = memchr(b + pos, '\r', n - pos);
+	size_t at;
+
+	if (!cr)
+		return n - pos > RESP_INLINE_MAX ? HDR_LONG : HDR_MORE;
+	at = (size_t)(cr - b);
+	if (at - pos > RESP_INLINE_MAX)   /* note 5 */
+		return HDR_LONG;
+	if (at + 1 >= n)                  /* the byte after '\r' (meant to be '\n') is not here yet */
+		return HDR_MORE;
+	if (b[pos] != type)
+		return HDR_BADTYPE;
+	if (!resp_strict_ll(b + pos + 1, at - pos - 1, v))
+		return HDR_BADNUM;
+	*next = at + 2;
+	return HDR_OK;
+}
+
+/*
+ * Parse the header line "<type><integer>\r?" at b[pos]. HDR_OK sets *v and *next (the offset after
+ * the line). The fast path takes the usual "$3\r\n": the right type, up to 18 digits without a
+ * leading zero (so no overflow check), then '\r' and one more byte.
+ */
+static inline int resp_hdr_parse(const char *b, size_t n, size_t pos, char type, long long *v,
+                                 size_t *next /* out */)
+{
+	const char *s = b + pos + 1, *end = b + n;
+
+	if (RESP_LIKELY(pos < n && b[pos] == type && s < end && (unsigned)(*s - '0') < 10)) {
+		const char *d = s, *lim = end - s > 18 ? s + 18 : end;
+		uint64_t x = 0;
+		while (s < lim && (unsigned)(*s - '0') < 10)
+			x = x * 10 + (uint64_t)(*s++ - '0');
+		if (RESP_LIKELY(s + 1 < end && *s == '\r' && (d[0] != '0' || s == d + 1))) {
+			*v = (long long)x;
+			*next = (size_t)(s + 2 - b);
+			return HDR_OK;
+		}
+	}
+	if (pos >= n)
+		return HDR_MORE;
+	return resp_hdr_parse_slow(b, n, pos, type, v, next);
+}
+
+/*
+ * Multibulk request starting at b[0]; n bytes available. RESP_OK with *used set (req->argc == 0 for
+ * an empty request), RESP_INCOMPLETE with the progress in p, or an error. The loop works on local
+ * copies of the parser's fields and writes them back when it stops: the build's
+ * -fno-strict-aliasing would otherwise reload them after every store to the argument arrays.
+ */
+static int resp_parse_multibulk(resp_parser *p, const char *b, size_t n, size_t *used /* out */,
+                                resp_request *req /* out */)
+{
+	size_t pos = p->pos, next = 0;
+	long long ll = 0, bulk = p->bulk, want = p->multibulk;
+	int argc = p->argc, state = p->state, rc;
+
+	if (RESP_UNLIKELY(pos > n))   /* the caller handed fewer bytes than last time */
+		return resp_parser_fail(p, "parser misuse: the request in progress lost bytes");
+
+	if (state == RESP_ST_COUNT) {
+		rc = resp_hdr_parse(b, n, 0, '*', &ll, &next);
+		if (RESP_UNLIKELY(rc != HDR_OK)) {
+			if (rc == HDR_MORE)
+				return RESP_INCOMPLETE;
+			return resp_parser_fail(p, rc == HDR_LONG ? resp_err_mbulk_big : resp_err_mbulk_len);
+		}
+		if (RESP_UNLIKELY(ll > INT_MAX))
+			return resp_parser_fail(p, resp_err_mbulk_len);
+		if (RESP_UNLIKELY(ll <= 0)) {     /* "*0", "*-1": an empty request, skipped */
+			*used = next;
+			req->argc = 0;
+			return RESP_OK;
+		}
+		want = ll;
+		argc = 0;
+		state = RESP_ST_BULK_HDR;
+		pos = next;
+	}
+
+	while (argc < want) {
+		if (state == RESP_ST_BULK_HDR) {
+			rc = resp_hdr_parse(b, n, pos, '$', &ll, &next);
+			if (RESP_UNLIKELY(rc != HDR_OK)) {
+				if (rc == HDR_MORE)
+					goto incomplete;
+				if (rc == HDR_LONG)
+					return resp_parser_fail(p, resp_err_bulk_big);
+				if (rc == HDR_BADNUM)
+					return resp_parser_fail(p, resp_err_bulk_len);
+				/* HDR_BADTYPE: Redis formats the byte with %c and maps CR/LF to spaces. A NUL
+				 * would end our C string, so it is shown as a space too (Redis, whose strchr
+				 * stops at NUL, never answers that case at all). */
+				char c = b[pos];
+				if (c == '\r' || c == '\n' || c == '\0')
+					c = ' ';
+				snprintf(p->errbuf, sizeof(p->errbuf), "Protocol error: expected '$', got '%c'", c);
+				return resp_parser_fail(p, p->errbuf);
+			}
+			if (RESP_UNLIKELY(ll < 0 || (uint64_t)ll > p->limits.max_bulk_len))
+				return resp_parser_fail(p, resp_err_bulk_len);
+			if (RESP_UNLIKELY((uint64_t)next + (uint64_t)ll + 2 > p->limits.max_querybuf))
+				return resp_parser_fail(p, resp_err_querybuf);
+			bulk = ll;
+			state = RESP_ST_BULK_DATA;
+			pos = next;
+		}
+		/* RESP_ST_BULK_DATA: the payload and the two bytes after it (not checked, as Redis). */
+		size_t need = (size_t)bulk + 2;
+		if (n - pos < need)
+			goto incomplete;
+		if (RESP_UNLIKELY(argc == p->argv_cap) && resp_parser_grow(p) < 0)
+			return -ENOMEM;
+		p->arg_off[argc] = pos;
+		p->arg_len[argc] = (size_t)bulk;
+		argc++;
+		pos += need;
+		state = RESP_ST_BULK_HDR;
+	}
+
+	resp_slice *argv = p->argv;
+	const size_t *off = p->arg_off, *len = p->arg_len;
+	for (int i = 0; i < argc; i++) {
+		argv[i].ptr = b + off[i];
+		argv[i].len = len[i];
+	}
+	p->argc = argc;
+	req->argc = argc;
+	*used = pos;
+	return RESP_OK;
+
+incomplete:
+	/* Only a bulk's announced length tells how big the request is. */
+	p->hint = state == RESP_ST_BULK_DATA ? pos + (size_t)bulk + 2 : 0;
+	p->pos = pos;
+	p->argc = argc;
+	p->multibulk = want;
+	p->bulk = state == RESP_ST_BULK_DATA ? bulk : -1;
+	p->state = state;
+	return RESP_INCOMPLETE;
+}
+
+static inline bool resp_is_space(char c)   /* isspace() in the C locale */
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static inline int resp_hex_val(char c)
+{
+	if (c >= '0' && c <= '9') return c - '0';
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+	return -1;
+}
+
+static int resp_inline_add(resp_parser *p, const char *s, size_t len)
+{
+	if (RESP_UNLIKELY(p->argc == p->argv_cap) && resp_parser_grow(p) < 0)
+		return -ENOMEM;
+	p->argv[p->argc].ptr = s;
+	p->argv[p->argc].len = len;
+	p->argc++;
+	return 0;
+}
+
+/*
+ * Split the inline line [s, e) into p->argv with sdssplitargs's rules. Plain tokens are slices of
+ * the line; a token with quotes is unescaped into p->inline_buf, which is sized to the line first so
+ * that it never moves while slices point into it. Returns 0, RESP_EPROTO (unbalanced quotes) or
+ * -ENOMEM.
+ */
+static int resp_inline_split(resp_parser *p, const char *s, const char *e)
+{
+	/* at(): the byte at q, or NUL past the end, as sdssplitargs sees its C string. */
+#define at(q) ((q) < e ? *(q) : '\0')
+	const char *q = s;
+	char *o = NULL;
+
+	for (;;) {
+		while (q < e && resp_is_space(*q))
+			q++;
+		if (q >= e)
+			return 0;
+
+		const char *tok = q;
+		while (q < e && *q != ' ' && *q != '\t' && *q != '\r' && *q != '\n' && *q != '"' &&
+		       *q != '\'')
+			q++;
+		if (q >= e || (*q != '"' && *q != '\'')) {
+			if (resp_inline_add(p, tok, (size_t)(q - tok)) < 0)
+				return -ENOMEM;
+			if (q < e)
+				q++;   /* the separator */
+			continue;
+		}
+
+		/* A quote: rebuild the token in inline_buf, where unescaped bytes never outgrow the line. */
+		if (!o) {
+			size_t need = (size_t)(e - s);
+			if (need > p->inline_cap) {
+				char *nb = realloc(p->inline_buf, need);
+				if (!nb)
+					return -ENOMEM;
+				p->inline_buf = nb;
+				p->inline_cap = need;
+			}
+			o = p->inline_buf;
+		}
+		char *start = o;
+		memcpy(o, tok, (size_t)(q - tok));
+		o += q - tok;
+		bool inq = false, insq = false, done = false;
+		while (!done) {
+			char c = at(q);
+			if (inq) {
+				if (c == '\\' && at(q + 1) == 'x' && resp_hex_val(at(q + 2)) >= 0 &&
+				    resp_hex_val(at(q + 3)) >= 0) {
+					*o++ = (char)(resp_hex_val(q[2]) * 16 + resp_hex_val(q[3]));
+					q += 4;
+				} else if (c == '\\' && at(q + 1)) {
+					switch (q[1]) {
+					case 'n': *o++ = '\n'; break;
+					case 'r': *o++ = '\r'; break;
+					case 't': *o++ = '\t'; break;
+					case 'b': *o++ = '\b'; break;
+					case 'a': *o++ = '\a'; break;
+					default: *o++ = q[1]; break;
+					}
+					q += 2;
+				} else if (c == '"') {
+					/* The closing quote must be followed by a space or nothing at all. */
+					if (at(q + 1) && !resp_is_space(at(q + 1)))
+						return RESP_EPROTO;
+					done = true;
+					q++;
+				} else if (!c) {
+					return RESP_EPROTO;
+				} else {
+					*o++ = c;
+					q++;
+				}
+			} else if (insq) {
+				if (c == '\\' && at(q + 1) == '\'') {
+					*o++ = '\'';
+					q += 2;
+				} else if (c == '\'') {
+					if (at(q + 1) && !resp_is_space(at(q + 1)))
+						return RESP_EPROTO;
+					done = true;
+					q++;
+				} else if (!c) {
+					return RESP_EPROTO;
+				} else {
+					*o++ = c;
+					q++;
+				}
+			} else {
+				switch (c) {
+				case ' ': case '\n': case '\r': case '\t': case '\0':
+					done = true;
+					break;
+				case '"': inq = true; break;
+				case '\'': insq = true; break;
+				default: *o++ = c; break;
+				}
+				if (c)
+					q++;
+			}
+		}
+		if (resp_inline_add(p, start, (size_t)(o - start)) < 0)
+			return -ENOMEM;
+	}
+#undef at
+}
+
+/* Inline request starting at b[0]; n bytes available. Same results as resp_parse_multibulk. */
+static int resp_parse_inline(resp_parser *p, const char *b, size_t n, size_t *used /* out */,
+                             resp_request *req /* out */)
+{
+	const char *nl;
+	size_t line, content;
+	const char *nul;
+	int rc;
+
+	if (RESP_UNLIKELY(p->scan > n))
+		return resp_parser_fail(p, "parser misuse: the request in progress lost bytes");
+	nl = memchr(b + p->scan, '\n', n - p->scan);
+
+	if (!nl) {
+		if (n > RESP_INLINE_MAX)
+			return resp_parser_fail(p, resp_err_inline_big);
+		p->scan = n;
+		return RESP_INCOMPLETE;
+	}
+	line = (size_t)(nl - b);
+	if (line > RESP_INLINE_MAX)   /* note 5 */
+		return resp_parser_fail(p, resp_err_inline_big);
+	content = line;
+	if (content > 0 && b[content - 1] == '\r')
+		content--;
+	nul = memchr(b, '\0', content);
+	if (nul)
+		content = (size_t)(nul - b);
+
+	p->argc = 0;
+	rc = resp_inline_split(p, b, b + content);
+	if (rc == RESP_EPROTO)
+		return resp_parser_fail(p, resp_err_quotes);
+	if (rc < 0)
+		return rc;
+	req->argc = p->argc;
+	*used = line + 1;
+	return RESP_OK;
+}
+
+int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *consumed,
+                       resp_request *req)
+{
+	size_t start = 0;   /* the request in progress begins at buf + start */
+	int rc;
+
+	if (RESP_UNLIKELY(p->state == RESP_ST_ERROR)) {
+		*consumed = 0;
+		return RESP_EPROTO;
+	}
+	if (p->state == RESP_ST_IDLE && RESP_UNLIKELY(p->argv_cap > RESP_ARGV_KEEP))
+		resp_parser_free_args(p);   /* note 6: the last request's argv is no longer in use */
+
+	for (;;) {
+		size_t used = 0;
+		if (p->state == RESP_ST_IDLE) {
+			if (start == len) {
+				*consumed = start;
+				return RESP_INCOMPLETE;
+			}
+			p->pos = 0;
+			p->scan = 0;
+			p->argc = 0;
+			p->bulk = -1;
+			p->is_inline = buf[start] != '*';
+			p->state = p->is_inline ? RESP_ST_INLINE : RESP_ST_COUNT;
+		}
+		if (p->is_inline)
+			rc = resp_parse_inline(p, buf + start, len - start, &used, req);
+		else
+			rc = resp_parse_multibulk(p, buf + start, len - start, &used, req);
+
+		if (RESP_LIKELY(rc == RESP_OK)) {
+			p->state = RESP_ST_IDLE;
+			p->hint = 0;
+			start += used;
+			if (RESP_UNLIKELY(req->argc == 0))
+				continue;   /* an empty request: skipped, as Redis's resetClient */
+			req->argv = p->argv;
+			req->is_inline = p->is_inline;
+			*consumed = start;
+			return RESP_OK;
+		}
+		*consumed = start;
+		if (rc == RESP_INCOMPLETE && RESP_UNLIKELY(len - start > p->limits.max_querybuf))
+			return resp_parser_fail(p, resp_err_querybuf);
+		if (rc == -ENOMEM) {
+			resp_parser_reset(p);
+			p->state = RESP_ST_ERROR;
+			p->error = "out of memory";
+		}
+		return rc;
+	}
+}
+
+/* ---------------- reply skipper ---------------- */
+
+/* The line whose type byte is buf[pos]: HDR_OK with *cr the offset of its '\r', HDR_MORE when its
+ * "\r\n" has not fully arrived, or HDR_BADTYPE when the '\r' is not followed by '\n'. */
+static inline int resp_skip_line(const char *buf, size_t len, size_t pos, size_t *cr /* out */)
+{
+	const char *r = memchr(buf + pos + 1, '\r', len - pos - 1);
+	if (!r || (size_t)(r - buf) + 1 >= len)
+		return HDR_MORE;
+	if (r[1] != '\n')
+		return HDR_BADTYPE;
+	*cr = (size_t)(r - buf);
+	return HDR_OK;
+}
+
+int resp_reply_skip(const char *buf, size_t len, size_t *consumed, char *type)
+{
+	long long left[RESP_SKIP_DEPTH];   /* elements still to skip, per open aggregate */
+	int depth = 0;
+	size_t pos = 0, cr = 0;
+	long long n;
+
+	if (len == 0)
+		return RESP_INCOMPLETE;
+	*type = buf[0];
+	for (;;) {
+		if (pos >= len)
+			return RESP_INCOMPLETE;
+		char t = buf[pos];
+		int rc = resp_skip_line(buf, len, pos, &cr);
+		if (rc != HDR_OK)
+			return rc == HDR_MORE ? RESP_INCOMPLETE : RESP_EPROTO;
+		const char *s = buf + pos + 1;
+		size_t sl = cr - pos - 1;
+		size_t next = cr + 2;
+
+		switch (t) {
+		case '+': case '-': case ',': case '(':
+			break;
+		case ':':
+			if (!resp_strict_ll(s, sl, &n))
+				return RESP_EPROTO;
+			break;
+		case '_':
+			if (sl != 0)
+				return RESP_EPROTO;
+			break;
+		case '#':
+			if (sl != 1 || (s[0] != 't' && s[0] != 'f'))
+				return RESP_EPROTO;
+			break;
+		case '$': case '!': case '=':
+			if (!resp_strict_ll(s, sl, &n))
+				return RESP_EPROTO;
+			if (n == -1 && t == '$')
+				break;   /* RESP2 null bulk */
+			if (n < 0)
+				return RESP_EPROTO;
+			if ((uint64_t)n + 2 > len - next)
+				return RESP_INCOMPLETE;
+			if (buf[next + (size_t)n] != '\r' || buf[next + (size_t)n + 1] != '\n')
+				return RESP_EPROTO;
+			next += (size_t)n + 2;
+			break;
+		case '*': case '~': case '>': case '%': case '|':
+			if (!resp_strict_ll(s, sl, &n))
+				return RESP_EPROTO;
+			if (n == -1 && t != '|')
+				break;   /* RESP2 null array */
+			if (n < 0 || n > RESP_SKIP_MAX_COUNT)
+				return RESP_EPROTO;
+			/* Maps and attributes hold pairs; an attribute is followed by the reply it annotates. */
+			if (t == '%' || t == '|')
+				n *= 2;
+			if (t == '|')
+				n++;
+			if (n == 0)
+				break;
+			if (depth == RESP_SKIP_DEPTH)
+				return RESP_EPROTO;
+			left[depth++] = n;
+			pos = next;
+			continue;
+		default:
+			return RESP_EPROTO;
+		}
+		pos = next;
+		/* One element done: close every aggregate it completes. */
+		while (depth > 0 && --left[depth - 1] == 0)
+			depth--;
+		if (depth == 0) {
+			*consumed = pos;
+			return RESP_OK;
+		}
+	}
+}
+
+/* ---------------- writer ---------------- */
+
+void resp_out_init(resp_out *o, resp_chunk_alloc_fn alloc, void *ctx)
+{
+	memset(o, 0, sizeof(*o));
+	o->proto = 2;
+	o->alloc = alloc;
+	o->alloc_ctx = ctx;
+}
+
+char *resp_out_reserve_slow(resp_out *o, size_t n)
+{
+	resp_chunk *t = o->tail, *c;
+
+	if (o->oom)
+		return NULL;
+	if (t && t->cap - t->len >= n)
+		return t->data + t->len;
+	if (n > UINT32_MAX)
+		goto fail;
+	c = o->alloc(o->alloc_ctx, n > RESP_CHUNK_MIN ? n : RESP_CHUNK_MIN);
+	if (!c)
+		goto fail;
+	if (c->cap < n)   /* an allocator that broke its contract: nothing can be written */
+		goto fail;
+	c->next = NULL;
+	c->len = 0;
+	c->sent = 0;
+	if (t)
+		t->next = c;
+	else
+		o->head = c;
+	o->tail = c;
+	return c->data;
+
+fail:
+	o->oom = true;
+	return NULL;
+}
+
+void resp_out_append(resp_out *o, const void *p, size_t n)
+{
+	resp_chunk *t = o->tail;
+	const char *src = p;
+	char *d;
+
+	if (n == 0 || o->oom)
+		return;
+	if (t && t->cap > t->len) {
+		size_t k = t->cap - t->len;
+		if (k > n)
+			k = n;
+		memcpy(t->data + t->len, src, k);
+		t->len += (uint32_t)k;
+		o->bytes += k;
+		src += k;
+		n -= k;
+		if (n == 0)
+			return;
+	}
+	d = resp_out_reserve_slow(o, n);
+	if (!d)
+		return;
+	memcpy(d, src, n);
+	resp_out_commit(o, n);
+}
+
+/* Append n payload bytes then "\r\n": the payload fills the tail's free space and its remainder goes,
+ * with the CRLF, to one new chunk (note 8). */
+static void resp_out_append_crlf(resp_out *o, const char *src, size_t n)
+{
+	resp_chunk *t = o->tail;
+	char *d;
+
+	if (o->oom)
+		return;
+	if (t && t->cap > t->len && t->cap - t->len < n + 2) {
+		size_t k = t->cap - t->len;
+		if (k > n)
+			k = n;
+		memcpy(t->data + t->len, src, k);
+		t->len += (uint32_t)k;
+		o->bytes += k;
+		src += k;
+		n -= k;
+	}
+	d = resp_out_reserve(o, n + 2);
+	if (!d)
+		return;
+	if (n)
+		memcpy(d, src, n);
+	d[n] = '\r';
+	d[n + 1] = '\n';
+	resp_out_commit(o, n + 2);
+}
+
+/* Precomputed "<prefix><n>\r\n" for 0 <= n < 32, as Redis's shared.mbulkhdr/bulkhdr. */
+typedef struct resp_hdr {
+	char s[7];
+	uint8_t len;
+} resp_hdr;
+
+#define RESP_HDRS(c) { \
+	{ c "0\r\n", 4 }, { c "1\r\n", 4 }, { c "2\r\n", 4 }, { c "3\r\n", 4 }, { c "4\r\n", 4 }, \
+	{ c "5\r\n", 4 }, { c "6\r\n", 4 }, { c "7\r\n", 4 }, { c "8\r\n", 4 }, { c "9\r\n", 4 }, \
+	{ c "10\r\n", 5 }, { c "11\r\n", 5 }, { c "12\r\n", 5 }, { c "13\r\n", 5 }, { c "14\r\n", 5 }, \
+	{ c "15\r\n", 5 }, { c "16\r\n", 5 }, { c "17\r\n", 5 }, { c "18\r\n", 5 }, { c "19\r\n", 5 }, \
+	{ c "20\r\n", 5 }, { c "21\r\n", 5 }, { c "22\r\n", 5 }, { c "23\r\n", 5 }, { c "24\r\n", 5 }, \
+	{ c "25\r\n", 5 }, { c "26\r\n", 5 }, { c "27\r\n", 5 }, { c "28\r\n", 5 }, { c "29\r\n", 5 }, \
+	{ c "30\r\n", 5 }, { c "31\r\n", 5 } }
+#define RESP_NHDR 32
+
+static const resp_hdr resp_hdr_bulk[RESP_NHDR] = RESP_HDRS("$");
+static const resp_hdr resp_hdr_array[RESP_NHDR] = RESP_HDRS("*");
+static const resp_hdr resp_hdr_int[RESP_NHDR] = RESP_HDRS(":");
+
+#define RESP_LINE_MAX 32   /* prefix, sign, 20 digits, CRLF: the most a header line takes */
+
+/* Write "<prefix><v>\r\n" at d (RESP_LINE_MAX bytes available). Returns its length. */
+static inline size_t resp_fmt_line(char *d, char prefix, const resp_hdr *tbl, long long v)
+{
+	if (tbl && (unsigned long long)v < RESP_NHDR) {
+		memcpy(d, tbl[v].s, 5);   /* the longest is 5 bytes ("$31\r\n"); len says how many count */
+		return tbl[v].len;
+	}
+	d[0] = prefix;
+	size_t n = 1 + resp_fmt_ll(d + 1, v);
+	d[n] = '\r';
+	d[n + 1] = '\n';
+	return n + 2;
+}
+
+static void resp_write_line(resp_out *o, char prefix, const resp_hdr *tbl, long long v)
+{
+	char *d = resp_out_reserve(o, RESP_LINE_MAX);
+	if (RESP_UNLIKELY(!d))
+		return;
+	resp_out_commit(o, resp_fmt_line(d, prefix, tbl, v));
+}
+
+void resp_write_simple(resp_out *o, const char *s, size_t len)
+{
+	char *d = resp_out_reserve(o, len + 3);
+	if (RESP_LIKELY(d)) {
+		d[0] = '+';
+		if (len)
+			memcpy(d + 1, s, len);
+		d[len + 1] = '\r';
+		d[len + 2] = '\n';
+		resp_out_commit(o, len + 3);
+	}
+}
+
+void resp_write_ok(resp_out *o)
+{
+	char *d = resp_out_reserve(o, 5);
+	if (RESP_LIKELY(d)) {
+		memcpy(d, "+OK\r\n", 5);
+		resp_out_commit(o, 5);
+	}
+}
+
+/* Write "-" msg "\r\n" with CR and LF shown as spaces (a leading '-' in msg is its own dash). */
+static void resp_write_error_raw(resp_out *o, const char *msg, size_t len)
+{
+	size_t dash = (len > 0 && msg[0] == '-') ? 0 : 1;
+	char *d = resp_out_reserve(o, len + dash + 2);
+	if (!d)
+		return;
+	d[0] = '-';
+	for (size_t i = 0; i < len; i++) {
+		char c = msg[i];
+		d[dash + i] = (c == '\r' || c == '\n') ? ' ' : c;
+	}
+	d[dash + len] = '\r';
+	d[dash + len + 1] = '\n';
+	resp_out_commit(o, dash + len + 2);
+}
+
+void resp_write_error(resp_out *o, const char *msg, size_t len)
+{
+	resp_write_error_raw(o, msg, len);
+}
+
+/* Redis's addReplyErrorFormat: sdstrim(s, "\r\n") on both ends, then CR/LF inside become spaces. */
+static void resp_error_trim(const char **s, size_t *len)
+{
+	while (*len && ((*s)[0] == '\r' || (*s)[0] == '\n')) {
+		(*s)++;
+		(*len)--;
+	}
+	while (*len && ((*s)[*len - 1] == '\r' || (*s)[*len - 1] == '\n'))
+		(*len)--;
+}
+
+void resp_write_errorf(resp_out *o, const char *fmt, ...)
+{
+	char sbuf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(sbuf, sizeof(sbuf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(sbuf)) {
+		const char *s = sbuf;
+		size_t len = (size_t)n;
+		resp_error_trim(&s, &len);
+		resp_write_error_raw(o, s, len);
+		return;
+	}
+	/* Too long for the stack: format straight into the reply, then sanitize it in place. The
+	 * reservation covers '-', the text with its NUL, and CRLF; only what is kept is committed. */
+	char *d = resp_out_reserve(o, (size_t)n + 4);
+	if (!d)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(d + 1, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	const char *s = d + 1;
+	size_t len = (size_t)n;
+	resp_error_trim(&s, &len);
+	size_t dash = (len > 0 && s[0] == '-') ? 0 : 1;
+	memmove(d + dash, s, len);
+	d[0] = '-';
+	for (size_t i = 0; i < len + dash; i++)
+		if (d[i] == '\r' || d[i] == '\n')
+			d[i] = ' ';
+	d[dash + len] = '\r';
+	d[dash + len + 1] = '\n';
+	resp_out_commit(o, dash + len + 2);
+}
+
+void resp_write_int(resp_out *o, long long v)
+{
+	resp_write_line(o, ':', resp_hdr_int, v);
+}
+
+void resp_write_bulk(resp_out *o, const void *p, size_t len)
+{
+	resp_chunk *t = o->tail;
+	char *d;
+
+	if (RESP_LIKELY(t && t->cap - t->len >= len + RESP_LINE_MAX + 2)) {
+		d = t->data + t->len;
+		size_t h = resp_fmt_line(d, '$', resp_hdr_bulk, (long long)len);
+		if (len)
+			memcpy(d + h, p, len);
+		d[h + len] = '\r';
+		d[h + len + 1] = '\n';
+		resp_out_commit(o, h + len + 2);
+		return;
+	}
+	/* Note 8: the header, then the payload filling the tail and spilling into one new chunk. */
+	resp_write_line(o, '$', resp_hdr_bulk, (long long)len);
+	resp_out_append_crlf(o, p, len);
+}
+
+void resp_write_bulk_cstr(resp_out *o, const char *s)
+{
+	if (!s)
+		resp_write_null(o);
+	else
+		resp_write_bulk(o, s, strlen(s));
+}
+
+void resp_write_bulk_ll(resp_out *o, long long v)
+{
+	char buf[24];
+	resp_write_bulk(o, buf, resp_fmt_ll(buf, v));
+}
+
+char *resp_write_bulk_fill(resp_out *o, size_t len)
+{
+	char *d = resp_out_reserve(o, len + RESP_LINE_MAX + 2);
+	if (!d)
+		return NULL;
+	size_t h = resp_fmt_line(d, '$', resp_hdr_bulk, (long long)len);
+	d[h + len] = '\r';
+	d[h + len + 1] = '\n';
+	resp_out_commit(o, h + len + 2);
+	return d + h;
+}
+
+static void resp_write_lit(resp_out *o, const char *s, size_t len)
+{
+	char *d = resp_out_reserve(o, len);
+	if (RESP_LIKELY(d)) {
+		memcpy(d, s, len);
+		resp_out_commit(o, len);
+	}
+}
+
+void resp_write_null(resp_out *o)
+{
+	if (o->proto >= 3)
+		resp_write_lit(o, "_\r\n", 3);
+	else
+		resp_write_lit(o, "$-1\r\n", 5);
+}
+
+void resp_write_null_array(resp_out *o)
+{
+	if (o->proto >= 3)
+		resp_write_lit(o, "_\r\n", 3);
+	else
+		resp_write_lit(o, "*-1\r\n", 5);
+}
+
+void resp_write_array_len(resp_out *o, long long n)
+{
+	resp_write_line(o, '*', resp_hdr_array, n);
+}
+
+void resp_write_map_len(resp_out *o, long long n)
+{
+	if (o->proto >= 3)
+		resp_write_line(o, '%', NULL, n);
+	else
+		resp_write_line(o, '*', resp_hdr_array, n * 2);
+}
+
+void resp_write_set_len(resp_out *o, long long n)
+{
+	if (o->proto >= 3)
+		resp_write_line(o, '~', NULL, n);
+	else
+		resp_write_line(o, '*', resp_hdr_array, n);
+}
+
+/* Redis 7.0's addReplyDouble: "%.17g", with infinities spelled out (snprintf's own spelling for NaN). */
+void resp_write_double(resp_out *o, double d)
+{
+	char buf[64];
+	int n;
+
+	if (isinf(d)) {
+		if (o->proto >= 3)
+			resp_write_lit(o, d > 0 ? ",inf\r\n" : ",-inf\r\n", d > 0 ? 6 : 7);
+		else
+			resp_write_bulk(o, d > 0 ? "inf" : "-inf", d > 0 ? 3 : 4);
+		return;
+	}
+	if (o->proto >= 3) {
+		n = snprintf(buf, sizeof(buf), ",%.17g\r\n", d);
+		resp_write_lit(o, buf, (size_t)n);
+	} else {
+		n = snprintf(buf, sizeof(buf), "%.17g", d);
+		resp_write_bulk(o, buf, (size_t)n);
+	}
+}
+
+void resp_write_bool(resp_out *o, bool b)
+{
+	if (o->proto >= 3)
+		resp_write_lit(o, b ? "#t\r\n" : "#f\r\n", 4);
+	else
+		resp_write_lit(o, b ? ":1\r\n" : ":0\r\n", 4);
+}
+
+/* Redis's addReplyVerbatim: the format is padded with spaces or cut to three bytes. */
+void resp_write_verbatim(resp_out *o, const char *fmt3, const void *p, size_t len)
+{
+	char hdr[RESP_LINE_MAX + 4];
+	size_t h;
+
+	if (o->proto < 3) {
+		resp_write_bulk(o, p, len);
+		return;
+	}
+	h = resp_fmt_line(hdr, '=', NULL, (long long)(len + 4));
+	for (int i = 0; i < 3; i++) {
+		hdr[h++] = (fmt3 && *fmt3) ? *fmt3 : ' ';
+		if (fmt3 && *fmt3)
+			fmt3++;
+	}
+	hdr[h++] = ':';
+	resp_out_append(o, hdr, h);
+	resp_out_append_crlf(o, p, len);
+}
+
+resp_chunk *resp_out_consume(resp_out *o, size_t n)
+{
+	resp_chunk *freed = NULL, **ftail = &freed;
+
+	o->bytes -= n < o->bytes ? n : o->bytes;
+	while (o->head) {
+		resp_chunk *h = o->head;
+		size_t avail = h->len - h->sent;
+		if (n < avail) {
+			h->sent += (uint32_t)n;
+			break;
+		}
+		/* Fully sent (the tail too: the next reply takes a fresh chunk from the caller's pool). */
+		n -= avail;
+		o->head = h->next;
+		h->next = NULL;
+		*ftail = h;
+		ftail = &h->next;
+	}
+	if (!o->head)
+		o->tail = NULL;
+	return freed;
+}
