@@ -15,7 +15,8 @@
  * page frame that is being reused. All operations below need a protected session.
  *
  * Ownership: hlog_value pointers point into a log page and are valid only inside the callback that
- * receives them (the record's shared lock is held, the epoch is protected).
+ * receives them (the record's shared lock is held, the epoch is protected). Callbacks (read fn, plan,
+ * fill, scan fn) may run with the record locked: they must not call back into the store.
  */
 #ifndef SPW_HLOG_H
 #define SPW_HLOG_H
@@ -133,6 +134,7 @@ typedef struct hlog_info {
 	hidx_stats index;
 	uint64_t keys, expires;
 	uint64_t inplace_updates, rcu_updates, appends, log_full_errors, retries;
+	uint64_t expired_keys;    /* expired keys removed lazily by the store (INFO expired_keys) */
 } hlog_info;
 void hlog_info_get(hlog *l, hlog_info *out /* out */);
 
