@@ -9,6 +9,7 @@
 #ifndef SPW_SERVER_INT_H
 #define SPW_SERVER_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -38,9 +39,31 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
+	/* Garnet's storage-tier flags: accepted and stored so Garnet command lines work; they take
+	 * effect with the storage tier. */
+	bool storage_tier;            /* --storage-tier */
+	char logdir[1024];            /* --logdir: segment files; "" = dir */
+	uint64_t segment_bytes;       /* --segment */
+	int device_type;              /* --device-type: SPW_DEVICE_TYPE_* */
+	int device_io_backend;        /* --device-io-backend: SPW_DEVICE_IO_* */
+	int device_throttle_limit;    /* --device-throttle-limit: IOs in flight, 0 = the device's default */
+	int device_completion_threads; /* --device-completion-threads */
+	uint64_t initial_io_record_size; /* --initial-io-record-size */
 } spw_config;
 
+/* --device-type values (Garnet's names, matched without case). */
+enum {
+	SPW_DEVICE_TYPE_DEFAULT, SPW_DEVICE_TYPE_NATIVE, SPW_DEVICE_TYPE_RANDOMACCESS,
+	SPW_DEVICE_TYPE_FILESTREAM, SPW_DEVICE_TYPE_AZURESTORAGE, SPW_DEVICE_TYPE_LOCALMEMORY,
+	SPW_DEVICE_TYPE_NULL,
+};
+/* --device-io-backend values. */
+enum { SPW_DEVICE_IO_DEFAULT, SPW_DEVICE_IO_LIBAIO, SPW_DEVICE_IO_URING };
+
 extern spw_config g_cfg;
+/* Bumped by every successful CONFIG SET, so workers can refresh what they cache per client (the
+ * parser's limits) with one relaxed load per loop pass. */
+extern _Atomic uint32_t g_cfg_version;
 
 /* Parse argv (and --config FILE) into g_cfg. 0, 1 when --help/--version printed, or -EINVAL after
  * printing a message that names the flag. */
@@ -48,9 +71,16 @@ int config_load(int argc, char **argv);
 void config_print_help(void);
 /* CONFIG SET name value: 0, or -EINVAL with Redis's error text in err. */
 int config_set(const char *name, size_t nlen, const char *val, size_t vlen, char *err, size_t errlen);
+/* CONFIG SET name value [name value ...], all or nothing: pairs[] alternates names and values. */
+int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errlen);
 /* CONFIG GET: calls fn for every option whose name matches the glob. */
 typedef void (*config_visit_fn)(void *ctx, const char *name, const char *value);
 void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void *ctx);
+/* CONFIG REWRITE: 0, or -errno with Redis's error text in err ("The server is running without a
+ * config file" when started without one). */
+int config_rewrite(char *err, size_t errlen);
+/* Reset g_cfg to the table's defaults (config_load does this first). */
+void config_defaults(void);
 
 /* ---------------- workers and clients (server.c) ---------------- */
 
@@ -84,6 +114,9 @@ struct client {
 	client *next, *prev;          /* worker's client list */
 	client *pending_next;         /* worker's list of clients with replies to write */
 	bool in_pending;
+	uint32_t ev;                  /* events registered with epoll (EPOLLIN/EPOLLOUT) */
+	_Atomic bool kill_mark;       /* CLIENT KILL from another worker: the owner closes it */
+	uint32_t cfg_version;         /* g_cfg_version its parser limits were taken from */
 };
 
 struct spw_command;
@@ -98,8 +131,11 @@ typedef struct worker_stats {
 	uint64_t errors;              /* total_error_replies */
 	uint64_t busy_ns;             /* time spent not sleeping */
 	uint64_t *cmd_calls;          /* per command index: calls */
-	uint64_t *cmd_usec;           /* per command index: microseconds */
-	uint64_t *cmd_failed;         /* per command index: rejected/failed calls */
+	uint64_t *cmd_usec;           /* unused (NULL): time is kept in ticks, see cmd_ticks */
+	uint64_t *cmd_failed;         /* per command index: calls that replied with an error */
+	uint64_t *cmd_ticks;          /* per command index: server_ticks() spent (see server_ticks) */
+	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
+	uint64_t reads, writes;       /* read()/writev() calls that moved bytes */
 } worker_stats;
 
 struct worker {
@@ -118,6 +154,20 @@ struct worker {
 	int64_t now_ms;               /* clock read once per loop pass */
 	worker_stats stats;
 	_Atomic int kill_pending;     /* another thread asked us to look for CLIENT KILL marks */
+	/* Added by server.c: */
+	int listen_fds[4];            /* one per --bind address; listen_fd == listen_fds[0] */
+	int nlisten;
+	pthread_t thread;
+	pthread_mutex_t clients_lock; /* guards the client LIST (not the clients' fields): taken by the
+	                               * owner on connect/close and by CLIENT LIST/KILL elsewhere */
+	worker_stats stats_base;      /* CONFIG RESETSTAT baseline: reported = stats - stats_base */
+	int64_t buf_bytes;            /* bytes held by read buffers and reply chunks (a gauge) */
+	int64_t next_cron_ms;         /* next idle-client timeout check */
+	uint32_t cfg_version;         /* g_cfg_version last applied */
+	uint64_t cmd_clock;           /* command timing: server_ticks() at the end of the last command */
+	bool accept_paused;           /* listeners off for a second after EMFILE (cron re-arms) */
+	bool stopping;                /* shutdown seen: not accepting, draining replies */
+	int64_t stop_deadline_ms;
 };
 
 typedef struct server_state {
@@ -131,21 +181,46 @@ typedef struct server_state {
 	uint64_t start_mono_ns;
 	char executable[1024];
 	int pid;
+	/* Added by server.c: */
+	_Atomic int shutdown_signal;  /* SIGTERM/SIGINT number, 0 for SHUTDOWN */
+	_Atomic int shutdown_logged;
+	pthread_mutex_t stats_lock;   /* CONFIG RESETSTAT and the INFO rate sampler */
+	char run_id[41];
+	char config_file_abs[1024];
+	uint64_t start_ticks;         /* server_ticks() at start, with start_mono_ns: calibration */
 } server_state;
 
 extern server_state g_srv;
 
-/* Ensure the worker's scratch holds n bytes; NULL on ENOMEM. Valid until the next call. */
+/* The clock of per-command timing (commandstats): the TSC on x86-64 (about 10 ns to read where
+ * clock_gettime costs 25; invariant TSC is what Linux itself uses as clocksource), CLOCK_MONOTONIC
+ * elsewhere. Ticks are turned into time only when INFO asks, by server_ticks_to_ns(), calibrated
+ * against CLOCK_MONOTONIC over the server's lifetime. */
+static inline uint64_t server_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#else
+	return spw_mono_ns();
+#endif
+}
+uint64_t server_ticks_to_ns(uint64_t ticks);
+
+/* Ensure the worker's scratch holds n bytes; NULL on ENOMEM. Valid until the next call, which keeps
+ * the contents (it grows like realloc). */
 uint8_t *worker_scratch(worker *w, size_t n);
 /* Mark the client to close; from its own worker only. */
 void client_close_async(client *c);
 /* Ask every worker to close the clients matching: used by CLIENT KILL (id, or addr, or laddr). */
 int server_kill_clients(uint64_t id, const char *addr, const char *laddr, bool skipme, client *self);
-/* Visit every client of every worker for CLIENT LIST. Clients of other workers are read without
- * locks: fields are plain snapshots, good enough for an operator's listing. */
+/* Visit every client of every worker for CLIENT LIST. Each worker's list is walked under its
+ * clients_lock (so no client is freed under us); the fields of clients of other workers are read
+ * without locks: plain snapshots, good enough for an operator's listing. */
 typedef void (*client_visit_fn)(void *ctx, const client *c);
 void server_clients_visit(client_visit_fn fn, void *ctx);
 void server_request_shutdown(void);
+/* Wake every worker for one loop pass (after CONFIG SET: a sleeping worker re-reads its timers). */
+void server_wake_all(void);
 /* Format one CLIENT LIST / CLIENT INFO line (no trailing newline) into buf. Returns the length. */
 size_t client_info_format(const client *c, char *buf, size_t cap);
 
@@ -166,6 +241,8 @@ typedef void cmd_fn(client *c);
 #define CMD_NOAUTH     (1u << 10)
 #define CMD_MAY_REPLICATE (1u << 11)
 #define CMD_SENTINEL   (1u << 12)
+#define CMD_NO_MULTI   (1u << 13)
+#define CMD_ALLOW_BUSY (1u << 14)
 
 typedef struct spw_command {
 	const char *name;             /* lower case */
@@ -178,12 +255,27 @@ typedef struct spw_command {
 	const char *since;
 	const char *group;            /* "string", "generic", "server", "connection" */
 	int index;                    /* position in the table, set at start */
+	/* Added by commands.c (COMMAND INFO / DOCS fidelity, container commands): */
+	const char *complexity;
+	const char *tips;             /* space separated, e.g. "request_policy:multi_shard" */
+	const char *key_specs;        /* ";" separated "FLAGS:begin_index:lastkey:keystep[:notes]" */
+	const char *deprecated_since, *replaced_by;
+	struct spw_command *subcommands;  /* CONFIG, CLIENT, COMMAND: entries named "config|get" */
+	int nsubcommands;
+	const struct spw_command *parent;
 } spw_command;
 
 /* Look up argv[0] (case-insensitive). NULL when unknown. */
 const spw_command *command_lookup(const char *name, size_t len);
 int command_count(void);
 const spw_command *command_at(int i);
+/* Build the lookup table and number every command and subcommand (idempotent; server_main calls
+ * it). command_slots() is the size of the per-command stats arrays (subcommands included). */
+void command_table_init(void);
+int command_slots(void);
+const spw_command *command_at_slot(int slot);
+/* A container's subcommand by its name after the '|' (case-insensitive), or NULL. */
+const spw_command *command_sub_lookup(const spw_command *parent, const char *name, size_t len);
 /* Run one parsed request on c: arity check, dispatch, stats. */
 void command_dispatch(client *c);
 
@@ -199,7 +291,7 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 	cmd_flushall;
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_info, cmd_config, cmd_command, cmd_client,
-	cmd_select, cmd_time, cmd_shutdown;
+	cmd_select, cmd_time, cmd_shutdown, cmd_auth;
 
 /* ---------------- replies (reply.c): thin wrappers over proto's writer on c->out ---------------- */
 

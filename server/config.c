@@ -1,0 +1,873 @@
+/*
+ * config.c - every server option in one table; the command line, the config file and CONFIG
+ * GET/SET/REWRITE all read it (Redis's static_configs[]).
+ *
+ * Design notes:
+ *  1. One row per option: name, alias, type, bounds, default (written as it would be in a config
+ *     file, so defaults go through the same parser as user values), field offset in g_cfg,
+ *     flags (runtime-mutable, command-line only, storage tier) and help text. Adding an option is
+ *     adding a row and a field.
+ *  2. Precedence, as Redis: table defaults, then the config file, then command-line flags. A
+ *     config file is named by --config FILE or by a first argument that is not a flag
+ *     (redis-server's "redis-server /etc/redis.conf --port 7000").
+ *  3. Names: Garnet's flags (--memory, --page, --index, --mutable-percent, --storage-tier...) and
+ *     Redis's names (port, maxclients, proto-max-bulk-len...) are rows of the same table, so every
+ *     option works in all three places. Aliases (io-threads for threads) are second names.
+ *  4. Values parse strictly: ints in base 10 as Redis's string2ll (no '+', no spaces, no leading
+ *     zeros), sizes through spw_parse_size (k/m/g/t, powers of 1024), bools yes/no (true/false too,
+ *     for Garnet's command lines), enums by name without case. A bad value at start-up stops the
+ *     server with a message naming the flag; CONFIG SET answers Redis 7's error texts.
+ *  5. CONFIG SET is all or nothing, as Redis 7: names are checked first (unknown, immutable,
+ *     duplicate), then every value is parsed into a staging copy, and only then applied.
+ *  6. Runtime writes: CONFIG SET runs on some worker while the others read g_cfg without locks.
+ *     Mutable fields are aligned ints/uint64s written with relaxed atomic stores (no tearing), and
+ *     g_cfg_version is bumped so workers refresh what they copied per client (parser limits).
+ *     Immutable fields are written only before the workers start.
+ *  7. Read-only options (save "", appendonly no, maxmemory 0) are reported for tools that ask
+ *     (redis-benchmark asks for save and appendonly); setting them to their one value is accepted,
+ *     any other value is refused honestly.
+ *  8. CONFIG REWRITE: without a config file it answers Redis's error; with one it rewrites the
+ *     file in place (to a temporary file, then rename): lines naming an option get its current
+ *     value, comments and unknown lines are kept, options changed from their default that the file
+ *     did not mention are appended.
+ */
+#include "server/server_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+spw_config g_cfg;
+_Atomic uint32_t g_cfg_version;
+
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST };
+
+#define OPT_MUTABLE  (1u << 0)   /* CONFIG SET may change it while the server runs */
+#define OPT_CLI_ONLY (1u << 1)   /* a start-up flag only (--config): not in CONFIG GET */
+#define OPT_TIER     (1u << 2)   /* takes effect with the storage tier */
+#define OPT_MULTIARG (1u << 3)   /* config file: several words join with spaces (bind, save) */
+
+typedef struct spw_option {
+	const char *name;
+	const char *alias;           /* a second name, or NULL */
+	uint8_t type;
+	uint8_t flags;
+	long long min, max;          /* OPT_INT / OPT_SIZE bounds, inclusive */
+	const char *def;             /* default, as written in a config file */
+	size_t off, size;            /* the field in g_cfg */
+	const char *const *names;    /* OPT_ENUM: value = index; NULL-terminated */
+	void (*apply)(void);         /* run after a change (start-up and CONFIG SET) */
+	const char *help;
+} spw_option;
+
+static const char *const loglevel_names[] = { "debug", "verbose", "notice", "warning", NULL };
+static const char *const device_type_names[] = { "default", "native", "randomaccess", "filestream",
+                                                 "azurestorage", "localmemory", "null", NULL };
+static const char *const device_io_names[] = { "default", "libaio", "uring", NULL };
+
+static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
+
+#define FIELD(f) offsetof(spw_config, f), sizeof(((spw_config *)0)->f)
+#define NOFIELD 0, 0
+#define KB 1024LL
+#define MB (1024LL * 1024)
+#define GB (1024LL * 1024 * 1024)
+
+/* The table. Order is the order of --help and of CONFIG GET *. */
+static const spw_option options[] = {
+	/* Network and clients. */
+	{ "port", NULL, OPT_INT, 0, 0, 65535, "6379", FIELD(port), NULL, NULL,
+	  "TCP port to listen on" },
+	{ "bind", NULL, OPT_STRING, OPT_MULTIARG, 0, 0, "127.0.0.1", FIELD(bind), NULL, NULL,
+	  "addresses to listen on, space separated (up to 4; * = all IPv4, ::* = all IPv6)" },
+	{ "threads", "io-threads", OPT_INT, 0, 0, 1024, "0", FIELD(threads), NULL, NULL,
+	  "worker threads, each with its own listener and event loop (0 = one per online core)" },
+	{ "maxclients", NULL, OPT_INT, OPT_MUTABLE, 1, 1000000, "10000", FIELD(maxclients), NULL, NULL,
+	  "maximum number of connected clients" },
+	{ "timeout", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "0", FIELD(timeout), NULL, NULL,
+	  "close a client idle for this many seconds (0 = never)" },
+	{ "tcp-keepalive", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "300", FIELD(tcp_keepalive), NULL, NULL,
+	  "TCP keepalive period in seconds for new connections (0 = off)" },
+	{ "proto-max-bulk-len", NULL, OPT_SIZE, OPT_MUTABLE, 1 * MB, LLONG_MAX, "512mb",
+	  FIELD(proto_max_bulk_len), NULL, NULL, "largest bulk string a client may send" },
+	{ "client-query-buffer-limit", NULL, OPT_SIZE, OPT_MUTABLE, 1 * MB, LLONG_MAX, "1gb",
+	  FIELD(querybuf_limit), NULL, NULL, "largest pending request of one client; over it the client is closed" },
+	{ "output-pause-bytes", NULL, OPT_SIZE, OPT_MUTABLE, 64 * KB, LLONG_MAX, "64mb",
+	  FIELD(output_pause_bytes), NULL, NULL, "stop reading a client whose unsent replies pass this" },
+	/* Logging and files. */
+	{ "loglevel", NULL, OPT_ENUM, OPT_MUTABLE, 0, 0, "notice", FIELD(loglevel), loglevel_names,
+	  apply_loglevel, "debug, verbose, notice or warning" },
+	{ "logfile", NULL, OPT_STRING, 0, 0, 0, "", FIELD(logfile), NULL, NULL,
+	  "log file (empty = standard error)" },
+	{ "dir", NULL, OPT_STRING, 0, 0, 0, ".", FIELD(dir), NULL, NULL,
+	  "working directory (reported as an absolute path)" },
+	{ "config", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(config_file), NULL, NULL,
+	  "read options from FILE (\"name value\" per line) before the command line" },
+	{ "databases", NULL, OPT_INT, 0, 1, 1, "1", FIELD(databases), NULL, NULL,
+	  "number of databases (only db 0 exists)" },
+	/* The store. */
+	{ "memory", NULL, OPT_SIZE, 0, 64 * KB, LLONG_MAX, "16g", FIELD(memory_bytes), NULL, NULL,
+	  "in-memory log size (pages are allocated as the log grows)" },
+	{ "page", NULL, OPT_SIZE, 0, 4 * KB, 1 * GB, "32m", FIELD(page_bytes), NULL, NULL,
+	  "log page size, a power of two; the largest record fits in one page" },
+	{ "index", NULL, OPT_SIZE, 0, 4 * KB, LLONG_MAX, "128m", FIELD(index_bytes), NULL, NULL,
+	  "hash index size (64-byte buckets of 7 entries; about 16 bytes per key)" },
+	{ "mutable-percent", NULL, OPT_INT, 0, 0, 100, "90", FIELD(mutable_percent), NULL, NULL,
+	  "percent of the in-memory log that is updated in place" },
+	/* Storage tier (Garnet's flags): stored now, used by the device tier. */
+	{ "storage-tier", NULL, OPT_BOOL, OPT_TIER, 0, 0, "no", FIELD(storage_tier), NULL, NULL,
+	  "spill the log to a device when memory fills" },
+	{ "logdir", NULL, OPT_STRING, OPT_TIER, 0, 0, "", FIELD(logdir), NULL, NULL,
+	  "directory of the log's segment files (empty = dir)" },
+	{ "segment", NULL, OPT_SIZE, OPT_TIER, 1 * MB, LLONG_MAX, "1g", FIELD(segment_bytes), NULL, NULL,
+	  "size of one log segment file" },
+	{ "device-type", NULL, OPT_ENUM, OPT_TIER, 0, 0, "default", FIELD(device_type), device_type_names,
+	  NULL, "default, native, randomaccess, filestream, azurestorage, localmemory or null" },
+	{ "device-io-backend", NULL, OPT_ENUM, OPT_TIER, 0, 0, "default", FIELD(device_io_backend),
+	  device_io_names, NULL, "native device backend: default (= libaio), libaio or uring" },
+	{ "device-throttle-limit", NULL, OPT_INT, OPT_TIER, 0, 65536, "0", FIELD(device_throttle_limit),
+	  NULL, NULL, "IOs in flight per device (0 = the device's default)" },
+	{ "device-completion-threads", NULL, OPT_INT, OPT_TIER, 1, 64, "4",
+	  FIELD(device_completion_threads), NULL, NULL, "IO completion threads of the native device" },
+	{ "initial-io-record-size", NULL, OPT_SIZE, OPT_TIER, 64, 1 * GB, "128",
+	  FIELD(initial_io_record_size), NULL, NULL, "bytes read first for a record on the device" },
+	/* Reported for tools that ask; this server has no RDB/AOF and no eviction. */
+	{ "save", NULL, OPT_CONST, OPT_MULTIARG, 0, 0, "", NOFIELD, NULL, NULL,
+	  "read-only: no snapshots (\"\")" },
+	{ "appendonly", NULL, OPT_CONST, 0, 0, 0, "no", NOFIELD, NULL, NULL, "read-only: no AOF (no)" },
+	{ "maxmemory", NULL, OPT_CONST, 0, 0, 0, "0", NOFIELD, NULL, NULL,
+	  "read-only: 0 (the log's size is --memory)" },
+};
+
+#define NOPTIONS ((int)SPW_ARRAY_LEN(options))
+
+/* ---------------- lookup and value parsing ---------------- */
+
+static bool name_eq(const char *a, size_t alen, const char *lit)
+{
+	size_t n = strlen(lit);
+	return alen == n && strncasecmp(a, lit, n) == 0;
+}
+
+static const spw_option *option_find(const char *name, size_t len)
+{
+	for (int i = 0; i < NOPTIONS; i++) {
+		if (name_eq(name, len, options[i].name) ||
+		    (options[i].alias && name_eq(name, len, options[i].alias)))
+			return &options[i];
+	}
+	return NULL;
+}
+
+static void *field_ptr(spw_config *cfg, const spw_option *o) { return (char *)cfg + o->off; }
+
+static int parse_bool(const char *v, size_t n, bool *out)
+{
+	if (name_eq(v, n, "yes") || name_eq(v, n, "true")) {
+		*out = true;
+		return 0;
+	}
+	if (name_eq(v, n, "no") || name_eq(v, n, "false")) {
+		*out = false;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/*
+ * Parse v (n bytes, not NUL-terminated) for option o and store it into cfg (a staging copy or
+ * g_cfg). On error, err gets Redis's reason text ("argument must be ...") and -EINVAL is returned.
+ */
+static int option_parse(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
+                        size_t errlen)
+{
+	char buf[64];
+	switch (o->type) {
+	case OPT_BOOL: {
+		bool b;
+		if (parse_bool(v, n, &b) < 0) {
+			snprintf(err, errlen, "argument must be 'yes' or 'no'");
+			return -EINVAL;
+		}
+		*(bool *)field_ptr(cfg, o) = b;
+		return 0;
+	}
+	case OPT_INT: {
+		long long x;
+		if (!spw_parse_ll(v, n, &x)) {
+			snprintf(err, errlen, "argument couldn't be parsed into an integer");
+			return -EINVAL;
+		}
+		if (x < o->min || x > o->max) {
+			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+			return -EINVAL;
+		}
+		*(int *)field_ptr(cfg, o) = (int)x;
+		return 0;
+	}
+	case OPT_SIZE: {
+		uint64_t x;
+		if (n == 0 || n >= sizeof(buf)) {
+			snprintf(err, errlen, "argument must be a memory value");
+			return -EINVAL;
+		}
+		memcpy(buf, v, n);
+		buf[n] = '\0';
+		if (spw_parse_size(buf, &x) < 0) {
+			snprintf(err, errlen, "argument must be a memory value");
+			return -EINVAL;
+		}
+		if (x > (uint64_t)LLONG_MAX || (long long)x < o->min || (long long)x > o->max) {
+			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+			return -EINVAL;
+		}
+		*(uint64_t *)field_ptr(cfg, o) = x;
+		return 0;
+	}
+	case OPT_STRING:
+		if (n >= o->size) {
+			snprintf(err, errlen, "argument is too long (at most %zu bytes)", o->size - 1);
+			return -EINVAL;
+		}
+		if (memchr(v, '\0', n)) {
+			snprintf(err, errlen, "argument must not contain NUL bytes");
+			return -EINVAL;
+		}
+		memcpy(field_ptr(cfg, o), v, n);
+		((char *)field_ptr(cfg, o))[n] = '\0';
+		return 0;
+	case OPT_ENUM:
+		for (int i = 0; o->names[i]; i++) {
+			if (name_eq(v, n, o->names[i])) {
+				*(int *)field_ptr(cfg, o) = i;
+				return 0;
+			}
+		}
+		{
+			size_t k = (size_t)snprintf(err, errlen, "argument(s) must be one of the following: ");
+			for (int i = 0; o->names[i] && k < errlen; i++)
+				k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "", o->names[i]);
+		}
+		return -EINVAL;
+	case OPT_CONST:
+		if (n == strlen(o->def) && strncasecmp(v, o->def, n) == 0)
+			return 0;
+		snprintf(err, errlen, "not supported by this server (the value is always '%s')", o->def);
+		return -EINVAL;
+	}
+	snprintf(err, errlen, "unknown option type");
+	return -EINVAL;
+}
+
+/* Format an option's current value as CONFIG GET shows it. Returns buf. */
+static const char *option_format(const spw_option *o, char *buf, size_t cap)
+{
+	const void *p = (const char *)&g_cfg + o->off;
+	switch (o->type) {
+	case OPT_BOOL: return *(const bool *)p ? "yes" : "no";
+	case OPT_INT: snprintf(buf, cap, "%d", __atomic_load_n((const int *)p, __ATOMIC_RELAXED)); return buf;
+	case OPT_SIZE:
+		snprintf(buf, cap, "%llu", (unsigned long long)__atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED));
+		return buf;
+	case OPT_STRING: snprintf(buf, cap, "%s", (const char *)p); return buf;
+	case OPT_ENUM: return o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)];
+	case OPT_CONST: return o->def;
+	}
+	return "";
+}
+
+/* Copy a field from src into g_cfg with the store width the workers read (note 6). */
+static void option_publish(const spw_option *o, const spw_config *src)
+{
+	const void *s = (const char *)src + o->off;
+	void *d = (char *)&g_cfg + o->off;
+	switch (o->type) {
+	case OPT_INT:
+	case OPT_ENUM: __atomic_store_n((int *)d, *(const int *)s, __ATOMIC_RELAXED); break;
+	case OPT_SIZE: __atomic_store_n((uint64_t *)d, *(const uint64_t *)s, __ATOMIC_RELAXED); break;
+	case OPT_BOOL: __atomic_store_n((bool *)d, *(const bool *)s, __ATOMIC_RELAXED); break;
+	case OPT_STRING: memcpy(d, s, o->size); break;
+	case OPT_CONST: break;
+	}
+}
+
+void config_defaults(void)
+{
+	char err[256];
+	memset(&g_cfg, 0, sizeof(g_cfg));
+	for (int i = 0; i < NOPTIONS; i++) {
+		const spw_option *o = &options[i];
+		if (option_parse(o, o->def, strlen(o->def), &g_cfg, err, sizeof(err)) < 0)
+			abort();   /* a bad default is a bug in the table */
+	}
+	apply_loglevel();
+}
+
+/* ---------------- the config file ---------------- */
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9') return c - '0';
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Split a config line into words as Redis's sdssplitargs: blanks separate, "double quotes" know
+ * \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'. Words are written NUL-terminated into
+ * out (same size as the line + 1). Returns the word count, or -EINVAL on unbalanced quotes.
+ */
+static int config_line_split(const char *line, char *out, char **words, int maxwords)
+{
+	const char *p = line;
+	char *o = out;
+	int n = 0;
+	for (;;) {
+		while (*p && isspace((unsigned char)*p))
+			p++;
+		if (!*p)
+			return n;
+		if (n == maxwords)
+			return -E2BIG;
+		words[n++] = o;
+		bool inq = false, insq = false, done = false;
+		while (!done) {
+			if (inq) {
+				if (p[0] == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
+					*o++ = (char)(hexval(p[2]) * 16 + hexval(p[3]));
+					p += 3;
+				} else if (p[0] == '\\' && p[1]) {
+					p++;
+					switch (*p) {
+					case 'n': *o++ = '\n'; break;
+					case 'r': *o++ = '\r'; break;
+					case 't': *o++ = '\t'; break;
+					case 'b': *o++ = '\b'; break;
+					case 'a': *o++ = '\a'; break;
+					default: *o++ = *p; break;
+					}
+				} else if (*p == '"') {
+					/* the closing quote must be followed by a blank or the end */
+					if (p[1] && !isspace((unsigned char)p[1]))
+						return -EINVAL;
+					done = true;
+				} else if (!*p) {
+					return -EINVAL;
+				} else {
+					*o++ = *p;
+				}
+			} else if (insq) {
+				if (p[0] == '\\' && p[1] == '\'') {
+					p++;
+					*o++ = '\'';
+				} else if (*p == '\'') {
+					if (p[1] && !isspace((unsigned char)p[1]))
+						return -EINVAL;
+					done = true;
+				} else if (!*p) {
+					return -EINVAL;
+				} else {
+					*o++ = *p;
+				}
+			} else {
+				switch (*p) {
+				case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
+				case '"': inq = true; break;
+				case '\'': insq = true; break;
+				default: *o++ = *p; break;
+				}
+			}
+			if (*p)
+				p++;
+		}
+		*o++ = '\0';
+	}
+}
+
+/* Apply one option given as words[0] = name, words[1..n) = value words. err gets a message. */
+static int config_apply_words(char **words, int n, char *err, size_t errlen)
+{
+	const spw_option *o = option_find(words[0], strlen(words[0]));
+	char why[256], val[2048];
+	if (!o || (o->flags & OPT_CLI_ONLY)) {
+		snprintf(err, errlen, "unknown option '%s'", words[0]);
+		return -EINVAL;
+	}
+	if (n < 2) {
+		snprintf(err, errlen, "option '%s' needs a value", words[0]);
+		return -EINVAL;
+	}
+	if (n > 2 && !(o->flags & OPT_MULTIARG)) {
+		snprintf(err, errlen, "option '%s' takes one value (quote it if it has spaces)", words[0]);
+		return -EINVAL;
+	}
+	size_t k = 0;
+	for (int i = 1; i < n; i++)
+		k += (size_t)snprintf(val + k, k < sizeof(val) ? sizeof(val) - k : 0, "%s%s", i > 1 ? " " : "", words[i]);
+	if (k >= sizeof(val)) {
+		snprintf(err, errlen, "value of '%s' is too long", words[0]);
+		return -EINVAL;
+	}
+	if (option_parse(o, val, k, &g_cfg, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "bad value for '%s' '%.200s': %s", words[0], val, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int config_file_load(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char line[4096], words_buf[4097], err[512];
+	char *words[64];
+	int lineno = 0, rc = 0;
+	if (!fp) {
+		fprintf(stderr, "spillway: cannot open config file '%s': %s\n", path, strerror(errno));
+		return -EINVAL;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		lineno++;
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+			fprintf(stderr, "spillway: %s:%d: line too long\n", path, lineno);
+			rc = -EINVAL;
+			goto fail;
+		}
+		const char *p = line;
+		while (isspace((unsigned char)*p))
+			p++;
+		if (*p == '#' || *p == '\0')
+			continue;
+		int n = config_line_split(p, words_buf, words, (int)SPW_ARRAY_LEN(words));
+		if (n < 0) {
+			fprintf(stderr, "spillway: %s:%d: unbalanced quotes in '%.*s'\n", path, lineno,
+			        (int)strcspn(p, "\r\n"), p);
+			rc = -EINVAL;
+			goto fail;
+		}
+		if (n == 0)
+			continue;
+		if (config_apply_words(words, n, err, sizeof(err)) < 0) {
+			fprintf(stderr, "spillway: %s:%d: %s\n", path, lineno, err);
+			rc = -EINVAL;
+			goto fail;
+		}
+	}
+fail:
+	fclose(fp);
+	return rc;
+}
+
+/* ---------------- the command line ---------------- */
+
+static void config_print_version(void)
+{
+	printf("Spillway server v=%s redis-compat=%s bits=%d\n", SPW_VERSION, SPW_REDIS_VERSION,
+	       (int)(sizeof(long) * 8));
+}
+
+void config_print_help(void)
+{
+	char buf[64];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("Usage: spillway-server [/path/to/spillway.conf] [--option value | --option=value ...]\n"
+	       "       spillway-server --help | --version\n\n"
+	       "Every option below works as a command-line flag, as a \"name value\" line of the config\n"
+	       "file and (except --config) with CONFIG GET; those marked [runtime] also with CONFIG SET.\n"
+	       "Sizes take k/m/g/t suffixes (powers of 1024). The config file is read first, then the\n"
+	       "command line.\n\n");
+	for (int i = 0; i < NOPTIONS; i++) {
+		const spw_option *o = &options[i];
+		const char *type = "";
+		switch (o->type) {
+		case OPT_BOOL: type = "yes|no"; break;
+		case OPT_INT: type = "<int>"; break;
+		case OPT_SIZE: type = "<size>"; break;
+		case OPT_STRING: type = "<string>"; break;
+		case OPT_ENUM: type = "<name>"; break;
+		case OPT_CONST: type = "<fixed>"; break;
+		}
+		snprintf(buf, sizeof(buf), "--%s %s", o->name, type);
+		printf("  %-36s %s", buf, o->help);
+		if (o->type == OPT_INT && o->min != o->max)
+			printf(" [%lld..%lld]", o->min, o->max);
+		if (!strcmp(o->name, "threads"))
+			printf(" (default: 0 = %ld here)", ncpu > 0 ? ncpu : 1);
+		else if (o->type == OPT_STRING || o->type == OPT_CONST)
+			printf(" (default: \"%s\")", o->def);
+		else
+			printf(" (default: %s)", o->def);
+		if (o->flags & OPT_MUTABLE)
+			printf(" [runtime]");
+		if (o->flags & OPT_TIER)
+			printf(" [takes effect with the storage tier]");
+		if (o->alias)
+			printf(" (alias: %s)", o->alias);
+		printf("\n");
+	}
+	printf("  %-36s %s\n  %-36s %s\n", "--help", "print this help and exit",
+	       "--version", "print the version and exit");
+}
+
+static bool is_bool_word(const char *s)
+{
+	bool b;
+	return parse_bool(s, strlen(s), &b) == 0;
+}
+
+/* Checks that need several options together; messages name the flag to change. */
+static int config_check(void)
+{
+	if (g_cfg.page_bytes & (g_cfg.page_bytes - 1)) {
+		fprintf(stderr, "spillway: bad value for --page '%llu': must be a power of two\n",
+		        (unsigned long long)g_cfg.page_bytes);
+		return -EINVAL;
+	}
+	if (g_cfg.memory_bytes < 2 * g_cfg.page_bytes) {
+		fprintf(stderr, "spillway: bad value for --memory '%llu': must hold at least 2 pages of "
+		        "--page %llu\n", (unsigned long long)g_cfg.memory_bytes,
+		        (unsigned long long)g_cfg.page_bytes);
+		return -EINVAL;
+	}
+	if (g_cfg.bind[0] == '\0') {
+		fprintf(stderr, "spillway: bad value for --bind '': needs at least one address\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int config_load(int argc, char **argv)
+{
+	config_defaults();
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			config_print_help();
+			return 1;
+		}
+		if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-v")) {
+			config_print_version();
+			return 1;
+		}
+	}
+
+	/* The config file first: a leading non-flag argument, or --config. */
+	const char *file = NULL;
+	if (argc > 1 && argv[1][0] != '-')
+		file = argv[1];
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--config")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "spillway: option --config needs a value\n");
+				return -EINVAL;
+			}
+			file = argv[i + 1];
+		} else if (!strncmp(argv[i], "--config=", 9)) {
+			file = argv[i] + 9;
+		}
+	}
+	if (file) {
+		if (strlen(file) >= sizeof(g_cfg.config_file)) {
+			fprintf(stderr, "spillway: bad value for --config: path too long\n");
+			return -EINVAL;
+		}
+		if (config_file_load(file) < 0)
+			return -EINVAL;
+		snprintf(g_cfg.config_file, sizeof(g_cfg.config_file), "%s", file);
+	}
+
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *val;
+		char why[256];
+		if (i == 1 && arg[0] != '-')
+			continue;   /* the config file */
+		if (strncmp(arg, "--", 2) || !arg[2]) {
+			fprintf(stderr, "spillway: unexpected argument '%s' (options are --name value)\n", arg);
+			return -EINVAL;
+		}
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+		const spw_option *o = option_find(name, nlen);
+		if (!o) {
+			fprintf(stderr, "spillway: unknown option --%.*s (see --help)\n", (int)nlen, name);
+			return -EINVAL;
+		}
+		if (eq) {
+			val = eq + 1;
+		} else if (o->type == OPT_BOOL && (i + 1 >= argc || !is_bool_word(argv[i + 1]))) {
+			val = "yes";   /* Garnet's switches: --storage-tier alone means yes */
+		} else if (i + 1 >= argc) {
+			fprintf(stderr, "spillway: option --%s needs a value\n", o->name);
+			return -EINVAL;
+		} else {
+			val = argv[++i];
+		}
+		if (o->flags & OPT_CLI_ONLY)
+			continue;   /* --config: read above */
+		if (option_parse(o, val, strlen(val), &g_cfg, why, sizeof(why)) < 0) {
+			fprintf(stderr, "spillway: bad value for --%.*s '%s': %s\n", (int)nlen, name, val, why);
+			return -EINVAL;
+		}
+	}
+	if (g_cfg.threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		g_cfg.threads = n > 0 ? (int)SPW_MIN(n, 1024) : 1;
+	}
+	char abs[PATH_MAX];
+	if (!realpath(g_cfg.dir, abs)) {
+		fprintf(stderr, "spillway: bad value for --dir '%s': %s\n", g_cfg.dir, strerror(errno));
+		return -EINVAL;
+	}
+	if (strlen(abs) >= sizeof(g_cfg.dir)) {
+		fprintf(stderr, "spillway: bad value for --dir '%s': path too long\n", g_cfg.dir);
+		return -EINVAL;
+	}
+	snprintf(g_cfg.dir, sizeof(g_cfg.dir), "%s", abs);
+	if (config_check() < 0)
+		return -EINVAL;
+	for (int i = 0; i < NOPTIONS; i++)
+		if (options[i].apply)
+			options[i].apply();
+	return 0;
+}
+
+/* ---------------- CONFIG GET / SET / REWRITE ---------------- */
+
+static bool has_glob(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '*' || p[i] == '?' || p[i] == '[')
+			return true;
+	return false;
+}
+
+void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void *ctx)
+{
+	char buf[64], name[128];
+	/* As Redis 7: a name without glob characters is looked up directly (aliases included) and
+	 * answered under the name as typed. */
+	if (!has_glob(pat, plen)) {
+		const spw_option *o = option_find(pat, plen);
+		if (!o || (o->flags & OPT_CLI_ONLY) || plen >= sizeof(name))
+			return;
+		memcpy(name, pat, plen);
+		name[plen] = '\0';
+		fn(ctx, name, option_format(o, buf, sizeof(buf)));
+		return;
+	}
+	for (int i = 0; i < NOPTIONS; i++) {
+		const spw_option *o = &options[i];
+		if (o->flags & OPT_CLI_ONLY)
+			continue;
+		if (spw_glob_match(pat, plen, o->name, strlen(o->name), 1))
+			fn(ctx, o->name, option_format(o, buf, sizeof(buf)));
+		if (o->alias && spw_glob_match(pat, plen, o->alias, strlen(o->alias), 1))
+			fn(ctx, o->alias, option_format(o, buf, sizeof(buf)));
+	}
+}
+
+int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errlen)
+{
+	const spw_option *found[64];
+	char why[256];
+	static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+	spw_config staged;
+
+	if (npairs > (int)SPW_ARRAY_LEN(found)) {
+		snprintf(err, errlen, "ERR CONFIG SET: too many parameters in one call (at most %d)",
+		         (int)SPW_ARRAY_LEN(found));
+		return -EINVAL;
+	}
+	/* Names first, as Redis: unknown, immutable, duplicate. */
+	for (int i = 0; i < npairs; i++) {
+		const resp_slice *n = &pairs[2 * i];
+		const spw_option *o = option_find(n->ptr, n->len);
+		if (!o || (o->flags & OPT_CLI_ONLY)) {
+			snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
+			         (int)SPW_MIN(n->len, 128), n->ptr);
+			return -EINVAL;
+		}
+		if (!(o->flags & OPT_MUTABLE) && o->type != OPT_CONST) {
+			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
+			         "can't set immutable config", (int)SPW_MIN(n->len, 128), n->ptr);
+			return -EINVAL;
+		}
+		for (int j = 0; j < i; j++) {
+			if (pairs[2 * j].len == n->len && !strncasecmp(pairs[2 * j].ptr, n->ptr, n->len)) {
+				snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
+				         "duplicate parameter", (int)SPW_MIN(n->len, 128), n->ptr);
+				return -EINVAL;
+			}
+		}
+		found[i] = o;
+	}
+	/* Then values, into a staging copy: nothing changes unless all parse. The lock keeps two
+	 * concurrent CONFIG SETs from interleaving their publish steps. */
+	pthread_mutex_lock(&set_lock);
+	staged = g_cfg;
+	for (int i = 0; i < npairs; i++) {
+		const resp_slice *n = &pairs[2 * i], *v = &pairs[2 * i + 1];
+		if (option_parse(found[i], v->ptr, v->len, &staged, why, sizeof(why)) < 0) {
+			pthread_mutex_unlock(&set_lock);
+			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
+			         (int)SPW_MIN(n->len, 128), n->ptr, why);
+			return -EINVAL;
+		}
+	}
+	for (int i = 0; i < npairs; i++) {
+		option_publish(found[i], &staged);
+		if (found[i]->apply)
+			found[i]->apply();
+	}
+	atomic_fetch_add_explicit(&g_cfg_version, 1, memory_order_release);
+	pthread_mutex_unlock(&set_lock);
+	return 0;
+}
+
+int config_set(const char *name, size_t nlen, const char *val, size_t vlen, char *err, size_t errlen)
+{
+	resp_slice p[2] = { { name, nlen }, { val, vlen } };
+	return config_set_pairs(p, 1, err, errlen);
+}
+
+/* Quote a value for the config file if it needs it (empty, blanks, quotes, control bytes). */
+static void config_quote(FILE *fp, const char *v)
+{
+	bool plain = *v != '\0';
+	for (const char *p = v; *p; p++)
+		if (isspace((unsigned char)*p) || *p == '"' || *p == '\'' || *p == '\\' || !isprint((unsigned char)*p))
+			plain = false;
+	if (plain) {
+		fputs(v, fp);
+		return;
+	}
+	fputc('"', fp);
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(fp, "\\%c", *p);
+		else if (isprint(*p) || *p == ' ')
+			fputc(*p, fp);
+		else
+			fprintf(fp, "\\x%02x", *p);
+	}
+	fputc('"', fp);
+}
+
+/* Does a config line (name + value words) give option o the value it has now? */
+static bool config_line_unchanged(const spw_option *o, char **words, int n)
+{
+	char val[2048], why[256];
+	spw_config tmp;
+	size_t k = 0;
+	if (n < 2 || o->type == OPT_CONST)
+		return o->type == OPT_CONST;
+	if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
+		return true;   /* resolved at start-up (0 = cores, "." = cwd) and immutable: keep as written */
+	for (int i = 1; i < n && k < sizeof(val); i++)
+		k += (size_t)snprintf(val + k, sizeof(val) - k, "%s%s", i > 1 ? " " : "", words[i]);
+	if (k >= sizeof(val))
+		return false;
+	memcpy(&tmp, &g_cfg, sizeof(tmp));
+	if (option_parse(o, val, k, &tmp, why, sizeof(why)) < 0)
+		return false;
+	if (o->type == OPT_STRING)
+		return strcmp((char *)&tmp + o->off, (char *)&g_cfg + o->off) == 0;
+	return memcmp((char *)&tmp + o->off, (char *)&g_cfg + o->off, o->size) == 0;
+}
+
+int config_rewrite(char *err, size_t errlen)
+{
+	char tmp[1100 + 16], line[4096], words_buf[4097], buf[64];
+	char *words[64];
+	bool seen[NOPTIONS];
+	FILE *in = NULL, *out = NULL;
+	int rc = 0;
+
+	if (!g_cfg.config_file[0]) {
+		snprintf(err, errlen, "ERR The server is running without a config file");
+		return -ENOENT;
+	}
+	memset(seen, 0, sizeof(seen));
+	snprintf(tmp, sizeof(tmp), "%s.rewrite.%d", g_cfg.config_file, (int)getpid());
+	in = fopen(g_cfg.config_file, "r");
+	out = fopen(tmp, "w");
+	if (!out) {
+		rc = -errno;
+		goto fail;
+	}
+	while (in && fgets(line, sizeof(line), in)) {
+		const char *p = line;
+		while (isspace((unsigned char)*p))
+			p++;
+		int n = (*p && *p != '#') ? config_line_split(p, words_buf, words, (int)SPW_ARRAY_LEN(words)) : 0;
+		const spw_option *o = n > 0 ? option_find(words[0], strlen(words[0])) : NULL;
+		if (!o || (o->flags & OPT_CLI_ONLY)) {
+			fputs(line, out);
+			if (line[strlen(line) - 1] != '\n')
+				fputc('\n', out);
+			continue;
+		}
+		int idx = (int)(o - options);
+		if (seen[idx])
+			continue;   /* later duplicates would override the value we write: drop them */
+		seen[idx] = true;
+		if (config_line_unchanged(o, words, n)) {
+			fputs(line, out);   /* same value: keep the user's spelling ("64m", quotes) */
+			if (line[strlen(line) - 1] != '\n')
+				fputc('\n', out);
+			continue;
+		}
+		fprintf(out, "%s ", words[0]);
+		config_quote(out, option_format(o, buf, sizeof(buf)));
+		fputc('\n', out);
+	}
+	for (int i = 0; i < NOPTIONS; i++) {
+		const spw_option *o = &options[i];
+		char def[64];
+		if (seen[i] || o->type == OPT_CONST || (o->flags & OPT_CLI_ONLY))
+			continue;
+		/* Compare with the default in the same canonical form. */
+		spw_config d;
+		memset(&d, 0, sizeof(d));
+		if (option_parse(o, o->def, strlen(o->def), &d, def, sizeof(def)) == 0 &&
+		    !memcmp((char *)&d + o->off, (char *)&g_cfg + o->off, o->size))
+			continue;
+		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
+			continue;   /* resolved at start-up (cores, absolute path): not a user choice */
+		fprintf(out, "%s ", o->name);
+		config_quote(out, option_format(o, buf, sizeof(buf)));
+		fputc('\n', out);
+	}
+	if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (fclose(out) != 0) {
+		out = NULL;
+		rc = -errno;
+		goto fail;
+	}
+	out = NULL;
+	if (rename(tmp, g_cfg.config_file) != 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (in)
+		fclose(in);
+	return 0;
+fail:
+	snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(-rc));
+	if (out)
+		fclose(out);
+	if (in)
+		fclose(in);
+	unlink(tmp);
+	return rc;
+}

@@ -1,0 +1,79 @@
+/*
+ * reply.c - error replies with Redis's texts, and argument helpers.
+ *
+ * Design notes:
+ *  1. Every error reply goes through reply_error(), which counts total_error_replies on the
+ *     worker (no shared counter). command_dispatch() compares that count before and after a
+ *     handler to count the command's failed_calls, so handlers need not know about stats.
+ *  2. Store errors get texts that say what to do: the log is full because there is no storage
+ *     tier yet (raise --memory), a value does not fit a page (raise --page).
+ */
+#include "server/server_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+void reply_error(client *c, const char *msg)
+{
+	c->w->stats.errors++;
+	resp_write_error(&c->out, msg, strlen(msg));
+}
+
+void reply_errorf(client *c, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	/* As Redis's addReplyErrorFormat: newlines would break the protocol, make them spaces. */
+	for (int i = 0; i < n; i++)
+		if (buf[i] == '\r' || buf[i] == '\n')
+			buf[i] = ' ';
+	c->w->stats.errors++;
+	resp_write_error(&c->out, buf, (size_t)n);
+}
+
+void reply_err_arity(client *c)
+{
+	reply_errorf(c, "ERR wrong number of arguments for '%s' command", c->cmd ? c->cmd->name : "");
+}
+
+void reply_err_syntax(client *c) { reply_error(c, "ERR syntax error"); }
+
+void reply_err_not_int(client *c) { reply_error(c, "ERR value is not an integer or out of range"); }
+
+void reply_err_store(client *c, int err)
+{
+	switch (err) {
+	case SPW_E_LOG_FULL:
+		reply_error(c, "OOM log memory full: no storage tier to spill to (raise --memory)");
+		break;
+	case SPW_E_TOO_BIG:
+		reply_error(c, "ERR value too large for the log page (raise --page)");
+		break;
+	case SPW_E_NOT_INT:
+		reply_err_not_int(c);
+		break;
+	default:
+		reply_errorf(c, "ERR %s", spw_strerror(err));
+		break;
+	}
+}
+
+bool arg_ll(const resp_slice *a, long long *out)
+{
+	return spw_parse_ll(a->ptr, a->len, out);
+}
+
+bool arg_eq(const resp_slice *a, const char *lit)
+{
+	size_t n = strlen(lit);
+	return a->len == n && strncasecmp(a->ptr, lit, n) == 0;
+}
