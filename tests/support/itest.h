@@ -1,0 +1,130 @@
+/*
+ * itest.h - what the integration tests share: a small RESP client, server processes, external
+ * programs.
+ *
+ * The client speaks raw bytes: requests go out as given (or encoded from argv as a RESP array) and
+ * replies come back as the exact bytes the server wrote, one complete reply at a time, delimited by
+ * proto's resp_reply_skip(). Tests compare those bytes; nothing is decoded behind their back.
+ *
+ * Servers run as child processes on loopback ports picked at run time (bind port 0, read it, close).
+ * Another process may grab such a port before the server binds it, so the start helpers retry with a
+ * fresh port when the child exits before it answers PING. Each server gets its own temporary folder
+ * for data and for its stdout+stderr, which itest_server_log_dump() prints when a test fails.
+ *
+ * Every wait has a deadline (ITEST_TIMEOUT_MS, generous for sanitizer builds on a loaded machine), so
+ * a hung server fails the test instead of hanging ctest. Functions return 0 or a count on success and
+ * -errno on failure, like the rest of Spillway.
+ */
+#ifndef SPW_ITEST_H
+#define SPW_ITEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define ITEST_TIMEOUT_MS 30000
+
+/* ---------------- client ---------------- */
+
+typedef struct itest_conn {
+	int fd;
+	char *buf;         /* received bytes; [pos, len) not yet handed out as replies */
+	size_t pos, len, cap;
+	int timeout_ms;    /* per wait for more bytes */
+} itest_conn;
+
+/* Connect to 127.0.0.1:port (blocking socket, TCP_NODELAY). 0 or -errno. */
+int itest_conn_open(itest_conn *c, int port);
+void itest_conn_close(itest_conn *c);
+/* Send all n bytes (MSG_NOSIGNAL: a closed peer is -EPIPE, not a signal). 0 or -errno. */
+int itest_conn_send(itest_conn *c, const void *p, size_t n);
+/* Encode argv as a RESP array of bulk strings and send it. lens NULL means strlen of each. */
+int itest_conn_send_argv(itest_conn *c, int argc, const char *const *argv, const size_t *lens);
+/* Same from a NULL-terminated list of C strings. */
+int itest_conn_send_cmd(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
+/*
+ * Read exactly one complete reply. *reply points into c's buffer and stays valid until the next call
+ * on c; *type (may be NULL) gets its first byte. Returns the reply's length, -ETIMEDOUT, -ECONNRESET
+ * when the peer closed before a whole reply arrived, or -EPROTO when the bytes are not RESP.
+ */
+ssize_t itest_conn_read_reply(itest_conn *c, const char **reply, char *type);
+/* Send a command and return a malloc'd, NUL-terminated copy of its reply (NULL on any failure). */
+char *itest_conn_call(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
+char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, const size_t *lens);
+/*
+ * Read until the peer closes: *out (malloc'd, NUL-terminated) gets every byte still unread, *len its
+ * length. 0 when the peer closed (EOF or reset), -ETIMEDOUT when it kept the connection open (*out
+ * then holds what arrived), other -errno on failure.
+ */
+int itest_conn_read_to_eof(itest_conn *c, char **out, size_t *len);
+/*
+ * Wait for the peer to close. 0: closed with no further bytes; 1: bytes arrived instead (they stay
+ * buffered); -ETIMEDOUT.
+ */
+int itest_conn_wait_closed(itest_conn *c);
+
+/* ---------------- servers ---------------- */
+
+typedef struct itest_server {
+	pid_t pid;             /* 0 when not running */
+	int port;
+	int status;            /* exit status once reaped: 0..255, or 128 + signal */
+	char name[32];         /* "spillway-server" or "redis-server", for messages */
+	char dir[256];         /* temporary folder: data and log */
+	char log[300];         /* the child's stdout and stderr */
+} itest_server;
+
+/*
+ * Start spillway-server from $SPW_BIN on a free port with --bind 127.0.0.1 --port P --dir D
+ * --logdir D and the extra flags (NULL-terminated list, may be NULL), and wait until it answers PING.
+ * Fails (never skips) when $SPW_BIN or the binary is missing, saying so on stderr.
+ */
+int itest_spillway_start(itest_server *s, const char *const *extra);
+/* Start redis-server (--save '' --appendonly no --databases 1 plus extra) the same way. -ENOENT when
+ * redis-server is not installed. */
+int itest_redis_start(itest_server *s, const char *const *extra);
+/*
+ * The server under test: spillway-server, unless SPW_ITEST_TARGET=redis in the environment, which
+ * runs the same test against redis-server to check the test's own expectations (spw_extra is then
+ * ignored). true when the target is redis-server.
+ */
+int itest_target_start(itest_server *s, const char *const *spw_extra);
+bool itest_target_is_redis(void);
+/* SIGTERM, then wait for the exit. Returns the exit status (0..255, 128 + signal), or -ETIMEDOUT after
+ * a SIGKILL. Removes the temporary folder when the exit status is 0; keeps it (and says where)
+ * otherwise. Safe to call on a server that already exited (reaped by itest_server_wait). */
+int itest_server_stop(itest_server *s);
+/* Wait up to timeout_ms for the server to exit by itself (after SHUTDOWN). Exit status or -ETIMEDOUT. */
+int itest_server_wait(itest_server *s, int timeout_ms);
+/* Print the server's log to stderr (on failures). */
+void itest_server_log_dump(const itest_server *s);
+
+/* The path of spillway-server ($SPW_BIN/spillway-server) in buf; -ENOENT (after a message on stderr)
+ * when SPW_BIN is unset or the file is not executable. */
+int itest_spillway_path(char *buf, size_t cap);
+/* A loopback port that was free a moment ago (bind port 0, read it, close). Port or -errno. */
+int itest_port_pick(void);
+
+/* ---------------- external programs ---------------- */
+
+/* Find an executable in $PATH (or a path with a '/'). malloc'd path, or NULL when absent. */
+char *itest_prog_find(const char *name);
+/*
+ * Run argv[0] (searched in $PATH) with in[0..inlen) as its stdin (then closed), capturing stdout and
+ * stderr together into a malloc'd NUL-terminated *out (may be NULL to discard). The child is killed
+ * after timeout_ms. Returns its exit status (0..255, 128 + signal), -ETIMEDOUT, or -errno.
+ */
+int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
+                   int timeout_ms);
+
+/* ---------------- helpers ---------------- */
+
+/* Escape bytes for a message: \r \n \t \\ \" and \xHH; at most max input bytes, then "...(N more)".
+ * malloc'd. */
+char *itest_escape(const void *p, size_t n, size_t max);
+/* Sleep ms milliseconds. */
+void itest_sleep_ms(int ms);
+/* Monotonic milliseconds. */
+long long itest_now_ms(void);
+
+#endif

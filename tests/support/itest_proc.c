@@ -1,0 +1,535 @@
+/*
+ * itest_proc.c - child processes for the integration tests: servers and external programs.
+ *
+ * Notes:
+ *  1. A server child gets PR_SET_PDEATHSIG(SIGKILL): if the test process dies (a crash, ctest's
+ *     timeout) its servers die with it instead of holding ports and CPU on a shared machine.
+ *  2. Ports are picked by binding port 0 and closing; the server binds the port a moment later. Any
+ *     other process can take it in between, so the start helpers try up to ITEST_START_TRIES ports
+ *     when the child exits before answering PING. A child that keeps running but never answers is a
+ *     failure, not a retry.
+ *  3. "Ready" means a fresh connection gets +PONG to PING, the same check redis-cli users make.
+ *  4. A server's temporary folder (its --dir and --logdir, and its stdout+stderr in server.log) is
+ *     removed after a clean exit and kept otherwise, so a failure can be investigated.
+ */
+#include "itest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ITEST_START_TRIES 4
+#define ITEST_MAX_ARGV 64
+
+static int status_decode(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 255;
+}
+
+int itest_port_pick(void)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+char *itest_prog_find(const char *name)
+{
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0 ? strdup(name) : NULL;
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+	char buf[PATH_MAX];
+	while (*path) {
+		const char *end = strchr(path, ':');
+		size_t dl = end ? (size_t)(end - path) : strlen(path);
+		if (dl > 0 && (size_t)snprintf(buf, sizeof(buf), "%.*s/%s", (int)dl, path, name) < sizeof(buf) &&
+		    access(buf, X_OK) == 0)
+			return strdup(buf);
+		path += dl;
+		if (*path == ':')
+			path++;
+	}
+	return NULL;
+}
+
+int itest_spillway_path(char *buf, size_t cap)
+{
+	const char *bin = getenv("SPW_BIN");
+	if (!bin || !*bin) {
+		fprintf(stderr, "itest: SPW_BIN is not set (ctest sets it to <build>/bin)\n");
+		return -ENOENT;
+	}
+	if ((size_t)snprintf(buf, cap, "%s/spillway-server", bin) >= cap)
+		return -ENAMETOOLONG;
+	if (access(buf, X_OK) != 0) {
+		fprintf(stderr, "itest: %s is missing or not executable: build the spillway-server target\n", buf);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void dir_remove(const char *dir)
+{
+	if (dir[0])
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh temporary folder for a server: its data and its log. */
+static int server_dir_make(itest_server *s)
+{
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	snprintf(s->dir, sizeof(s->dir), "%s/spw-itest-XXXXXX", tmp);
+	if (!mkdtemp(s->dir)) {
+		int err = -errno;
+		s->dir[0] = '\0';
+		return err;
+	}
+	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
+	return 0;
+}
+
+/* fork/exec argv with stdout+stderr appended to s->log and stdin from /dev/null. */
+static int server_spawn(itest_server *s, const char *const *argv)
+{
+	int logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0)
+		return -errno;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = -errno;
+		close(logfd);
+		return err;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		int nullfd = open("/dev/null", O_RDONLY);
+		if (nullfd >= 0)
+			dup2(nullfd, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		signal(SIGPIPE, SIG_DFL);
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "itest: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	s->pid = pid;
+	s->status = -1;
+	return 0;
+}
+
+/* Wait until the server answers PING on a fresh connection. 0, -ECHILD when it exited (status in
+ * s->status), or -ETIMEDOUT. */
+static int server_wait_ready(itest_server *s)
+{
+	long long deadline = itest_now_ms() + ITEST_TIMEOUT_MS;
+	while (itest_now_ms() < deadline) {
+		int st;
+		pid_t r = waitpid(s->pid, &st, WNOHANG);
+		if (r == s->pid) {
+			s->pid = 0;
+			s->status = status_decode(st);
+			return -ECHILD;
+		}
+		itest_conn c;
+		if (itest_conn_open(&c, s->port) == 0) {
+			const char *rep;
+			c.timeout_ms = 2000;
+			if (itest_conn_send(&c, "PING\r\n", 6) == 0) {
+				ssize_t n = itest_conn_read_reply(&c, &rep, NULL);
+				if (n == 7 && memcmp(rep, "+PONG\r\n", 7) == 0) {
+					itest_conn_close(&c);
+					return 0;
+				}
+			}
+			itest_conn_close(&c);
+		}
+		itest_sleep_ms(20);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Start argv (with "%PORT%" replaced by a fresh port each try) and wait for PING. s->name and
+ * s->dir are set by the caller; the folder is removed here when no server is left running. */
+static int server_start(itest_server *s, const char *const *argv_tmpl)
+{
+	const char *argv[ITEST_MAX_ARGV + 1];
+	char portbuf[16];
+	int err = -ECHILD;
+
+	for (int attempt = 0; attempt < ITEST_START_TRIES; attempt++) {
+		int port = itest_port_pick();
+		if (port < 0) {
+			err = port;
+			goto fail;
+		}
+		snprintf(portbuf, sizeof(portbuf), "%d", port);
+		int argc = 0;
+		for (; argv_tmpl[argc] && argc < ITEST_MAX_ARGV; argc++)
+			argv[argc] = strcmp(argv_tmpl[argc], "%PORT%") == 0 ? portbuf : argv_tmpl[argc];
+		argv[argc] = NULL;
+		s->port = port;
+		err = server_spawn(s, argv);
+		if (err)
+			goto fail;
+		err = server_wait_ready(s);
+		if (err == 0)
+			return 0;
+		if (err != -ECHILD) {
+			fprintf(stderr, "itest: %s on port %d did not answer PING within %d ms\n", s->name, port,
+			        ITEST_TIMEOUT_MS);
+			itest_server_log_dump(s);
+			kill(s->pid, SIGKILL);
+			itest_server_wait(s, ITEST_TIMEOUT_MS);
+			goto fail;
+		}
+		/* Exited early: maybe another process took the port first (note 2). Try another one. */
+		fprintf(stderr, "itest: %s exited with status %d before answering PING (port %d, try %d)\n",
+		        s->name, s->status, port, attempt + 1);
+	}
+	itest_server_log_dump(s);
+fail:
+	dir_remove(s->dir);
+	s->dir[0] = '\0';
+	s->log[0] = '\0';
+	return err;
+}
+
+/* Zero s, name it and make its folder. */
+static int server_prepare(itest_server *s, const char *name)
+{
+	memset(s, 0, sizeof(*s));
+	s->status = -1;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	return server_dir_make(s);
+}
+
+int itest_spillway_start(itest_server *s, const char *const *extra)
+{
+	char exe[PATH_MAX];
+	const char *argv[ITEST_MAX_ARGV + 1];
+	int argc = 0, err;
+
+	memset(s, 0, sizeof(*s));
+	err = itest_spillway_path(exe, sizeof(exe));
+	if (err)
+		return err;
+	err = server_prepare(s, "spillway-server");
+	if (err)
+		return err;
+	argv[argc++] = exe;
+	argv[argc++] = "--bind";
+	argv[argc++] = "127.0.0.1";
+	argv[argc++] = "--port";
+	argv[argc++] = "%PORT%";
+	argv[argc++] = "--dir";
+	argv[argc++] = s->dir;
+	argv[argc++] = "--logdir";
+	argv[argc++] = s->dir;
+	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	return server_start(s, argv);
+}
+
+int itest_redis_start(itest_server *s, const char *const *extra)
+{
+	const char *argv[ITEST_MAX_ARGV + 1];
+	int argc = 0, err;
+
+	memset(s, 0, sizeof(*s));
+	char *exe = itest_prog_find("redis-server");
+	if (!exe)
+		return -ENOENT;
+	err = server_prepare(s, "redis-server");
+	if (err)
+		goto out;
+	argv[argc++] = exe;
+	argv[argc++] = "--port";
+	argv[argc++] = "%PORT%";
+	argv[argc++] = "--bind";
+	argv[argc++] = "127.0.0.1";
+	argv[argc++] = "--save";
+	argv[argc++] = "";
+	argv[argc++] = "--appendonly";
+	argv[argc++] = "no";
+	argv[argc++] = "--databases";
+	argv[argc++] = "1";
+	argv[argc++] = "--daemonize";
+	argv[argc++] = "no";
+	argv[argc++] = "--logfile";
+	argv[argc++] = "";
+	argv[argc++] = "--dir";
+	argv[argc++] = s->dir;
+	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	err = server_start(s, argv);
+out:
+	free(exe);
+	return err;
+}
+
+bool itest_target_is_redis(void)
+{
+	const char *t = getenv("SPW_ITEST_TARGET");
+	return t && strcmp(t, "redis") == 0;
+}
+
+int itest_target_start(itest_server *s, const char *const *spw_extra)
+{
+	if (itest_target_is_redis())
+		return itest_redis_start(s, NULL);
+	return itest_spillway_start(s, spw_extra);
+}
+
+int itest_server_wait(itest_server *s, int timeout_ms)
+{
+	if (s->pid == 0)
+		return s->status;
+	long long deadline = itest_now_ms() + timeout_ms;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(s->pid, &st, WNOHANG);
+		if (r == s->pid) {
+			s->pid = 0;
+			s->status = status_decode(st);
+			return s->status;
+		}
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (itest_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		itest_sleep_ms(10);
+	}
+}
+
+int itest_server_stop(itest_server *s)
+{
+	int rc;
+	if (s->pid > 0) {
+		kill(s->pid, SIGTERM);
+		rc = itest_server_wait(s, ITEST_TIMEOUT_MS);
+		if (rc == -ETIMEDOUT) {
+			fprintf(stderr, "itest: %s (pid %d) ignored SIGTERM for %d ms: killing it\n", s->name,
+			        (int)s->pid, ITEST_TIMEOUT_MS);
+			kill(s->pid, SIGKILL);
+			itest_server_wait(s, ITEST_TIMEOUT_MS);
+			rc = -ETIMEDOUT;
+		}
+	} else {
+		rc = s->status;
+	}
+	if (rc == 0) {
+		dir_remove(s->dir);
+		s->dir[0] = '\0';
+	} else if (s->dir[0]) {
+		fprintf(stderr, "itest: %s exited with status %d; its files are kept in %s\n", s->name, rc,
+		        s->dir);
+	}
+	return rc;
+}
+
+void itest_server_log_dump(const itest_server *s)
+{
+	if (!s->log[0])
+		return;
+	FILE *fp = fopen(s->log, "r");
+	if (!fp)
+		return;
+	/* Only the last 8 KB: a crash report is at the end. */
+	fseek(fp, 0, SEEK_END);
+	long size = ftell(fp);
+	if (size > 8192)
+		fseek(fp, size - 8192, SEEK_SET);
+	else
+		fseek(fp, 0, SEEK_SET);
+	fprintf(stderr, "---- %s log (%s) ----\n", s->name, s->log);
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), fp)) > 0)
+		fwrite(buf, 1, n, stderr);
+	fprintf(stderr, "---- end of %s log ----\n", s->name);
+	fclose(fp);
+}
+
+int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
+                   int timeout_ms)
+{
+	int inp[2] = { -1, -1 }, outp[2] = { -1, -1 };
+	char *buf = NULL;
+	size_t len = 0, cap = 0, inoff = 0;
+	int rc = 0;
+	pid_t pid = -1;
+
+	if (out)
+		*out = NULL;
+	if (outlen)
+		*outlen = 0;
+	signal(SIGPIPE, SIG_IGN);   /* a child that closes its stdin early gives EPIPE, not a signal */
+	if (pipe2(inp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	pid_t parent = getpid();
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(inp[0], 0);
+		dup2(outp[1], 1);
+		dup2(outp[1], 2);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], (char *const *)argv);
+		fprintf(stderr, "itest: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(inp[0]);
+	close(outp[1]);
+	inp[0] = outp[1] = -1;
+	fcntl(inp[1], F_SETFL, O_NONBLOCK);
+	if (inlen == 0) {
+		close(inp[1]);
+		inp[1] = -1;
+	}
+
+	long long deadline = itest_now_ms() + timeout_ms;
+	bool out_open = true;
+	while (out_open) {
+		struct pollfd pfd[2];
+		int n = 0;
+		pfd[n++] = (struct pollfd){ outp[0], POLLIN, 0 };
+		if (inp[1] >= 0)
+			pfd[n++] = (struct pollfd){ inp[1], POLLOUT, 0 };
+		long long left = deadline - itest_now_ms();
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			pid = -1;
+			rc = -ETIMEDOUT;
+			goto fail;
+		}
+		if (poll(pfd, (nfds_t)n, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto fail;
+		}
+		if (pfd[0].revents) {
+			if (cap - len < 65536) {
+				size_t ncap = cap ? cap * 2 : 65536 * 2;
+				char *nb = realloc(buf, ncap);
+				if (!nb) {
+					rc = -ENOMEM;
+					goto fail;
+				}
+				buf = nb;
+				cap = ncap;
+			}
+			ssize_t r = read(outp[0], buf + len, cap - len - 1);
+			if (r > 0)
+				len += (size_t)r;
+			else if (r == 0 || (errno != EINTR && errno != EAGAIN))
+				out_open = false;
+		}
+		if (n > 1 && pfd[1].revents) {
+			ssize_t w = write(inp[1], (const char *)in + inoff, inlen - inoff);
+			if (w > 0)
+				inoff += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || inoff == inlen) {
+				close(inp[1]);   /* done, or the child closed its stdin (EPIPE) */
+				inp[1] = -1;
+			}
+		}
+	}
+	int st;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (itest_now_ms() >= deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			pid = -1;
+			rc = -ETIMEDOUT;
+			goto fail;
+		}
+		itest_sleep_ms(5);
+	}
+	pid = -1;
+	rc = status_decode(st);
+	if (!buf)
+		buf = calloc(1, 1);
+	else
+		buf[len] = '\0';
+	if (out) {
+		*out = buf;
+		buf = NULL;
+	}
+	if (outlen)
+		*outlen = len;
+fail:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (inp[i] >= 0)
+			close(inp[i]);
+		if (outp[i] >= 0)
+			close(outp[i]);
+	}
+	free(buf);
+	return rc;
+}
