@@ -27,6 +27,8 @@
 #include "common/spw.h"
 #include "index/hidx.h"
 
+struct dev;
+
 typedef struct hlog hlog;
 typedef struct hlog_session hlog_session;
 
@@ -46,6 +48,9 @@ typedef struct hlog_config {
 	uint64_t index_bytes;     /* --index */
 	int mutable_percent;      /* --mutable-percent, 0..100 */
 	int max_sessions;         /* threads that may open sessions */
+	/* Storage tier (NULL dev = memory only, as before). The log does not own the device. */
+	struct dev *dev;          /* device/device.h; pages below ReadOnlyAddress are flushed to it */
+	uint32_t initial_io_bytes;/* --initial-io-record-size: first read of a pending record (default 128) */
 } hlog_config;
 
 typedef struct hlog_key {
@@ -78,6 +83,37 @@ void hlog_session_unprotect(hlog_session *s);
 void hlog_session_refresh(hlog_session *s);
 /* now_ms used for expiry decisions by this session's next operations (one clock read per batch). */
 void hlog_session_set_now(hlog_session *s, int64_t now_ms);
+
+/*
+ * Storage tier: pending operations (see the design notes in hlog.c).
+ *
+ * With a device, a record below HeadAddress lives only on the device. An operation that needs it
+ * (read, RMW, delete, upsert of a key that may exist on the device, scan) returns HLOG_PENDING after
+ * queuing the device reads it needs on the session's own device queue, tagged with the op_ctx given
+ * by hlog_session_set_op(). Nothing was changed in the store. When every read queued for that
+ * op_ctx has completed (inside hlog_session_poll(), on the session's thread), the store calls
+ * the session's ready callback with op_ctx; the caller then simply runs the same operation again:
+ * this time the store serves the fetched records from the session's fetch cache (after checking the
+ * index again, so a newer version written meanwhile wins), and the operation completes.
+ * hlog_session_release(s, op_ctx) drops what was fetched for op_ctx (call it when the command that
+ * used it is done). A multi-key command may call hlog_prefetch() for every key first and run only
+ * when none is pending, so that it never mutates half its keys before a pending read.
+ */
+typedef void (*hlog_ready_fn)(void *cb_arg, void *op_ctx);
+/* Open the session's device queue on this thread and set the ready callback. 0 or -errno. */
+int hlog_session_attach(hlog_session *s, hlog_ready_fn ready, void *cb_arg);
+/* Tag the reads queued by the following operations with op_ctx (e.g. the client). */
+void hlog_session_set_op(hlog_session *s, void *op_ctx);
+void hlog_session_release(hlog_session *s, void *op_ctx);
+/* Submit what is queued (one system call), reap completions, run ready callbacks; never blocks.
+ * Returns the number of completions handled. Also drives page flushes issued by this session. */
+int hlog_session_poll(hlog_session *s);
+/* The fd the worker's event loop sleeps on for device completions (-1 without a device). */
+int hlog_session_fd(hlog_session *s);
+/* Device reads in flight for this session. */
+uint32_t hlog_session_inflight(hlog_session *s);
+/* Make sure key's newest record is in memory or fetched: HLOG_OK, or HLOG_PENDING (read queued). */
+int hlog_prefetch(hlog_session *s, const hlog_key *k);
 
 /* Read: calls fn once with the live value (expired = absent) and returns HLOG_OK, or HLOG_NOTFOUND. */
 typedef void (*hlog_read_fn)(void *ctx, const hlog_value *v);
