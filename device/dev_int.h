@@ -1,0 +1,288 @@
+/*
+ * dev_int.h - what the device backends share and callers never see: the segment table, request
+ * bookkeeping (validation, throttle, pieces, the done list) and the segment-file helpers.
+ */
+#ifndef SPW_DEV_INT_H
+#define SPW_DEV_INT_H
+
+#include "device/device.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+
+/* ---- segment table ------------------------------------------------------------------------- */
+
+/*
+ * Entry values: 0 = not looked at yet, > 0 = a handle (fd + 1 for files, a pointer for memory),
+ * DEV_SEG_ABSENT = no such segment (reads are short, a write creates it), DEV_SEG_REMOVED = removed
+ * (IO fails with -ENOENT). Entries are read without a lock; every change happens under t->lock.
+ */
+#define DEV_SEG_ABSENT (-2)
+#define DEV_SEG_REMOVED (-1)
+#define DEV_SEG_CHUNK_BITS 12
+#define DEV_SEG_CHUNK (1u << DEV_SEG_CHUNK_BITS)
+
+typedef struct dev_segtab {
+	pthread_mutex_t lock;               /* the slow path: open, create, remove */
+	uint64_t nchunks;
+	_Atomic(_Atomic int64_t *) *chunks; /* two-level table, chunks allocated on demand */
+	_Atomic uint64_t begin;             /* segments below were truncated: -ENOENT */
+	/* Backend hooks. open: 0 with *h, 1 = absent (only when !create), or -errno. */
+	int (*open)(dev *d, uint64_t seg, bool create, int64_t *h);
+	/* Release a handle (h > 0) and, with destroy, delete the segment's data (h may be 0). */
+	int (*release)(dev *d, uint64_t seg, int64_t h, bool destroy);
+	/* Files only. */
+	int dirfd;                          /* <dir>/Store, or -1 */
+	int oflags;                         /* O_DIRECT or 0 */
+	char *dir;                          /* <dir>/Store path, for messages */
+	bool prealloc_warned;
+} dev_segtab;
+
+int dev_segtab_open(dev *d);
+void dev_segtab_close(dev *d);
+int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h);
+int dev_seg_remove(dev *d, uint64_t seg);
+
+/* Resolve segment seg: 0 with *h, 1 = absent (reading), -ENOENT = removed, -EINVAL = out of range,
+ * other -errno from open/create. The fast path is two loads. */
+static inline int dev_seg_get(dev *d, uint64_t seg, bool create, int64_t *h)
+{
+	dev_segtab *t = d->segs;
+	uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
+	if (SPW_LIKELY(ci < t->nchunks)) {
+		_Atomic int64_t *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
+		if (SPW_LIKELY(c != NULL)) {
+			int64_t v = atomic_load_explicit(&c[seg & (DEV_SEG_CHUNK - 1)], memory_order_acquire);
+			if (SPW_LIKELY(v > 0)) {
+				*h = v;
+				return 0;
+			}
+		}
+	}
+	return dev_seg_get_slow(d, seg, create, h);
+}
+
+/* ---- device setup -------------------------------------------------------------------------- */
+
+/* Fill the base struct from cfg and make an empty segment table. err gets a message on failure. */
+int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, const dev_config *cfg,
+                  char *err, size_t errlen);
+void dev_base_fini(dev *d);
+
+/* For file backends after dev_base_init: create <dir>/Store, probe O_DIRECT (direct) and the sector
+ * size, and find existing segments. -EOPNOTSUPP when O_DIRECT is refused. */
+int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen);
+/* fdatasync every open segment file. */
+int dev_files_sync(dev *d);
+
+/* Backend constructors (the registry in device.c calls them). */
+int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
+int dev_aio_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
+int dev_mem_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
+int dev_posix_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
+int dev_fault_open(const dev_config *cfg, const char *inner, dev **out, char *err, size_t errlen);
+
+void dev_err_set(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+/* A part of a request that spans segments: its own iovec slice, living until it completes. */
+typedef struct dev_piece {
+	struct dev_piece *next;      /* free list */
+	dev_req *req;
+	uint64_t rel;                /* offset of the piece within the request */
+	uint64_t len;
+	int iovcnt;
+	struct iovec iov[DEV_IOV_MAX];
+} dev_piece;
+
+#define DEV_PIECE_POOL 64
+/* Completion tags (io_uring user_data, iocb data): a dev_req pointer, or a dev_piece | 1. */
+#define DEV_TAG_PIECE 1u
+
+/* Base queue setup/teardown (efd, pieces, lists). */
+void dev_queue_base_init(dev_queue *q, dev *d, const dev_ops *ops, uint32_t depth);
+void dev_queue_base_fini(dev_queue *q);
+/* Submit, reap and wait until no request of q is left (callbacks run); gives up, loudly, only
+ * after a minute without progress. For queue_close. */
+void dev_queue_drain(dev_queue *q);
+/* Create (once) the queue's nonblocking eventfd; fd or -errno. */
+int dev_queue_efd(dev_queue *q);
+
+/* Validate r for op and take a throttle slot. 0, -EINVAL (misaligned, empty, too long), -EAGAIN.
+ * Inline: it is on every request's path and is a handful of loads for a one-buffer request. */
+static inline int dev_req_begin(dev_queue *q, dev_req *r, int op)
+{
+	dev *d = q->dev;
+	uint64_t len = 0, smask = d->sector_bytes - 1;
+	uint64_t bad;
+	if (SPW_UNLIKELY(!r || !r->done))
+		return -EINVAL;
+	bad = r->offset & smask;
+	if (SPW_LIKELY(op != DEV_OP_FLUSH)) {
+		uintptr_t amask = d->mem_align - 1;
+		if (SPW_UNLIKELY(!r->iov || r->iovcnt < 1 || r->iovcnt > DEV_IOV_MAX))
+			return -EINVAL;
+		for (int i = 0; i < r->iovcnt; i++) {
+			bad |= ((uintptr_t)r->iov[i].iov_base & amask) | (r->iov[i].iov_len & smask);
+			len += r->iov[i].iov_len;
+		}
+		if (SPW_UNLIKELY(len == 0 || len > DEV_REQ_MAX_BYTES))
+			return -EINVAL;
+	}
+	if (SPW_UNLIKELY(bad || r->offset >= DEV_MAX_BYTES || r->offset + len > DEV_MAX_BYTES))
+		return -EINVAL;
+	/* The throttle: one relaxed add; past the limit the add is undone and the caller tries again. */
+	if (SPW_UNLIKELY(atomic_fetch_add_explicit(&d->inflight, 1, memory_order_relaxed) >=
+	                 d->throttle_limit)) {
+		atomic_fetch_sub_explicit(&d->inflight, 1, memory_order_relaxed);
+		return -EAGAIN;
+	}
+	r->p.next = NULL;
+	r->p.q = q;
+	r->p.len = len;
+	r->p.short_at = len;
+	r->p.res = 0;
+	r->p.err = 0;
+	r->p.pending = 0;
+	r->p.op = (uint8_t)op;
+	q->reqs++;
+	return 0;
+}
+
+/* Give back the throttle slot of a request that dev_req_begin accepted but that was not queued. */
+void dev_req_cancel(dev_queue *q, dev_req *r);
+
+/* Piece [rel, rel+len) of r finished with res. True when that was r's last piece. */
+static inline bool dev_req_piece_end(dev_req *r, uint64_t rel, uint64_t len, int64_t res)
+{
+	if (SPW_UNLIKELY(res < 0)) {
+		if (r->p.err == 0)
+			r->p.err = (int)res;
+	} else if (SPW_UNLIKELY((uint64_t)res < len)) {
+		if (rel + (uint64_t)res < r->p.short_at)
+			r->p.short_at = rel + (uint64_t)res;
+	}
+	return --r->p.pending == 0;
+}
+
+static inline int64_t dev_req_result(const dev_req *r)
+{
+	if (r->p.err)
+		return r->p.err;
+	return (int64_t)SPW_MIN(r->p.short_at, r->p.len);
+}
+
+/* Run r's callback now: the throttle slot is given back first, so the callback may queue again. */
+static inline void dev_req_finish(dev_queue *q, dev_req *r)
+{
+	int64_t res = dev_req_result(r);
+	q->reqs--;
+	q->completed++;
+	atomic_fetch_sub_explicit(&q->dev->inflight, 1, memory_order_relaxed);
+	r->done(r, res);
+}
+
+/* Put a finished request on the done list (its callback runs in the next dev_reap). */
+static inline void dev_queue_done_push(dev_queue *q, dev_req *r)
+{
+	r->p.next = NULL;
+	if (q->done_tail)
+		q->done_tail->p.next = r;
+	else
+		q->done_head = r;
+	q->done_tail = r;
+	q->ndone++;
+}
+
+/* Run up to max callbacks from the done list. Returns how many ran. */
+int dev_queue_done_run(dev_queue *q, int max);
+
+/* A kernel completion for tag with result res: account the piece, run the callback when last. */
+static inline void dev_tag_complete(dev_queue *q, uintptr_t tag, int64_t res)
+{
+	dev_req *r;
+	uint64_t rel, len;
+	q->pieces--;
+	if (SPW_LIKELY(!(tag & DEV_TAG_PIECE))) {
+		r = (dev_req *)tag;
+		rel = 0;
+		len = r->p.len;
+	} else {
+		dev_piece *p = (dev_piece *)(tag & ~(uintptr_t)DEV_TAG_PIECE);
+		r = p->req;
+		rel = p->rel;
+		len = p->len;
+		p->next = q->piece_free;
+		q->piece_free = p;
+	}
+	if (dev_req_piece_end(r, rel, len, res))
+		dev_req_finish(q, r);
+}
+
+/* As dev_tag_complete, but a finished request goes to the done list (for paths that must not run
+ * callbacks, such as dev_submit). */
+static inline void dev_tag_complete_later(dev_queue *q, uintptr_t tag, int64_t res)
+{
+	dev_req *r;
+	uint64_t rel, len;
+	q->pieces--;
+	if (!(tag & DEV_TAG_PIECE)) {
+		r = (dev_req *)tag;
+		rel = 0;
+		len = r->p.len;
+	} else {
+		dev_piece *p = (dev_piece *)(tag & ~(uintptr_t)DEV_TAG_PIECE);
+		r = p->req;
+		rel = p->rel;
+		len = p->len;
+		p->next = q->piece_free;
+		q->piece_free = p;
+	}
+	if (dev_req_piece_end(r, rel, len, res))
+		dev_queue_done_push(q, r);
+}
+
+/* Copy the bytes [skip, skip+len) of an iovec array as a new array in out (<= DEV_IOV_MAX). */
+int dev_iov_slice(const struct iovec *iov, int iovcnt, uint64_t skip, uint64_t len,
+                  struct iovec *out /* out */);
+
+/*
+ * Queue r on a file backend that prepares kernel requests one piece at a time: split at segment
+ * boundaries, resolve each segment's fd (creating it for writes), and call prep(q, fd, op, off,
+ * iov, iovcnt, tag) for each piece; pieces of absent or removed segments complete at once. prep
+ * cannot fail: the capacity (q->depth pieces) is checked first. 0, -EINVAL, -EAGAIN.
+ * The common case (one segment, already open) is inline so that prep inlines into it.
+ */
+typedef void (*dev_prep_fn)(dev_queue *q, int fd, int op, uint64_t off, const struct iovec *iov,
+                            int iovcnt, uintptr_t tag);
+int dev_files_enqueue_slow(dev_queue *q, dev_req *r, int op, dev_prep_fn prep);
+
+static inline int dev_files_enqueue(dev_queue *q, dev_req *r, int op, dev_prep_fn prep)
+{
+	dev *d = q->dev;
+	int rc = dev_req_begin(q, r, op);
+	if (SPW_UNLIKELY(rc))
+		return rc;
+	uint64_t seg = r->offset >> d->segment_shift;
+	if (SPW_LIKELY(op != DEV_OP_FLUSH && q->pieces < q->depth &&
+	               ((r->offset + r->p.len - 1) >> d->segment_shift) == seg)) {
+		dev_segtab *t = d->segs;
+		uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
+		_Atomic int64_t *c = ci < t->nchunks ?
+			atomic_load_explicit(&t->chunks[ci], memory_order_acquire) : NULL;
+		int64_t h = c ? atomic_load_explicit(&c[seg & (DEV_SEG_CHUNK - 1)], memory_order_acquire) : 0;
+		if (SPW_LIKELY(h > 0)) {
+			r->p.pending = 1;
+			q->pieces++;
+			q->unsubmitted++;
+			prep(q, (int)(h - 1), op, r->offset & (d->segment_bytes - 1), r->iov, r->iovcnt,
+			     (uintptr_t)r);
+			return 0;
+		}
+	}
+	return dev_files_enqueue_slow(q, r, op, prep);
+}
+
+#endif
