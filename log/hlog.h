@@ -7,8 +7,10 @@
  *   BeginAddress <= HeadAddress <= SafeReadOnlyAddress <= ReadOnlyAddress <= TailAddress
  *   [ truncated ][ on device only ][ read-only in memory: RCU ][ mutable: in-place ]
  *
- * Until the device tier exists, HeadAddress only moves with BeginAddress (FLUSHALL) and a full memory
- * region makes writes fail with SPW_E_LOG_FULL; nothing stored is lost.
+ * Without a device (hlog_config.dev NULL), HeadAddress only moves with BeginAddress (FLUSHALL) and a
+ * full memory region makes writes fail with SPW_E_LOG_FULL; nothing stored is lost. With a device,
+ * pages are written to it as they fall below ReadOnlyAddress and evicted when their frames are
+ * needed; records below HeadAddress are read back through pending operations (below).
  *
  * Threads: each worker opens one hlog_session and calls hlog_session_protect() before a batch of
  * operations and hlog_session_unprotect() before it sleeps; the epoch makes sure no thread reads a
@@ -36,7 +38,7 @@ typedef struct hlog_session hlog_session;
 enum {
 	HLOG_OK = 0,
 	HLOG_NOTFOUND = 1,
-	HLOG_PENDING = 2,     /* the record is on the device; the callback runs later (device tier) */
+	HLOG_PENDING = 2,     /* on the device, or no frame yet: poll, wait for the ready callback, re-run */
 };
 
 #define HLOG_FIRST_ADDRESS 64ULL
@@ -100,26 +102,56 @@ void hlog_session_set_now(hlog_session *s, int64_t now_ms);
  * when none is pending, so that it never mutates half its keys before a pending read.
  */
 typedef void (*hlog_ready_fn)(void *cb_arg, void *op_ctx);
-/* Open the session's device queue on this thread and set the ready callback. 0 or -errno. */
+/* Open the session's device queue on this thread and set the ready callback. 0 or -errno. With a
+ * device, a session must be attached before its first operation (else operations that need the
+ * device fail with -ENOTCONN); the session must then be closed on the same thread. */
 int hlog_session_attach(hlog_session *s, hlog_ready_fn ready, void *cb_arg);
 /* Tag the reads queued by the following operations with op_ctx (e.g. the client). */
 void hlog_session_set_op(hlog_session *s, void *op_ctx);
+/* Forget what was fetched for op_ctx and any wait it registered. Reads still in flight for it
+ * complete without a ready callback. */
 void hlog_session_release(hlog_session *s, void *op_ctx);
 /* Submit what is queued (one system call), reap completions, run ready callbacks; never blocks.
- * Returns the number of completions handled. Also drives page flushes issued by this session. */
+ * Returns the number of completions handled. Also claims and drives page writes (flushes), and
+ * runs the epoch's due actions: on a protected session it refreshes the epoch, so call it between
+ * operations (never from inside a store callback). */
 int hlog_session_poll(hlog_session *s);
-/* The fd the worker's event loop sleeps on for device completions (-1 without a device). */
+/* The fd the worker's event loop sleeps on for device completions (-1 without a device). It is a
+ * nonblocking eventfd: when it polls readable, read its 8 bytes, then call hlog_session_poll. Other
+ * threads also write it when an operation of this session waits for a frame and a page write or
+ * an eviction finished elsewhere. */
 int hlog_session_fd(hlog_session *s);
-/* Device reads in flight for this session. */
+/* Device requests (reads and page writes) this session has handed to the device whose completion
+ * has not been handled yet. 0 with ops still parked means nothing of this session's own will make
+ * hlog_session_fd readable (reads held back by the device throttle, a page write on another
+ * session): poll again after a short sleep. */
 uint32_t hlog_session_inflight(hlog_session *s);
-/* Make sure key's newest record is in memory or fetched: HLOG_OK, or HLOG_PENDING (read queued). */
+/* Make sure key's newest record is in memory or fetched: HLOG_OK, or HLOG_PENDING (read queued), or
+ * the error of a failed read. */
 int hlog_prefetch(hlog_session *s, const hlog_key *k);
+/*
+ * What callers of the operations below must handle with a device:
+ *   HLOG_PENDING       a read was queued (or is in flight) for op_ctx, or (writes) the memory
+ *                      region is full until a page write finishes: no change was made. Poll; the
+ *                      ready callback names op_ctx once; run the operation again (a re-run
+ *                      may return HLOG_PENDING again: a record evicted meanwhile). Release
+ *                      op_ctx once its command is done. A ready callback for an op_ctx that is
+ *                      not parked (re-run early) is to be ignored.
+ *   SPW_E_STORE_ERROR  a page write failed earlier: the store refuses writes from now on
+ *                      (reads go on); hlog_info.store_error says which error.
+ *   -EIO, SPW_E_CORRUPT, ... the device read for this operation failed; the store goes on (the
+ *                      next attempt after hlog_session_release reads again).
+ *   SPW_E_TOO_BIG      the record exceeds hlog_max_record_payload (the memory region, 1 GiB).
+ */
 
 /* Read: calls fn once with the live value (expired = absent) and returns HLOG_OK, or HLOG_NOTFOUND. */
 typedef void (*hlog_read_fn)(void *ctx, const hlog_value *v);
 int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
 
-/* Blind write (SET without options): the new value replaces whatever was there. HLOG_OK or error. */
+/* Blind write (SET without options): the new value replaces whatever was there. HLOG_OK or error.
+ * With a device, the exact key count needs to know whether the key was live: when its index entry
+ * leads to the device before the key is found in memory, the old record is read first (HLOG_PENDING),
+ * one device read per overwrite of a cold key; a key whose index entry does not exist costs none. */
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
 
 /* Delete: HLOG_OK if a live key was removed, HLOG_NOTFOUND if there was none. */
@@ -155,6 +187,12 @@ int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *
 typedef void (*hlog_key_fn)(void *ctx, const void *key, size_t klen, const hlog_value *v);
 uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx);
 uint64_t hlog_scan_cursor_end(hlog *l);   /* number of main buckets: cursors are < this */
+/* With a device, hlog_scan reads the records of its chains that lie below HeadAddress before it
+ * returns: the one place where the store waits for the device on the caller's thread (a documented
+ * compromise for SCAN/KEYS/RANDOMKEY; the reads of one call go out together, one chain level at a
+ * time, and the epoch is refreshed while it waits). 0, or the first device error the last
+ * hlog_scan call met (the chains it could not read were skipped). */
+int hlog_scan_error(hlog_session *s);
 
 /* Exact number of live keys (expired ones not yet removed count, as in Redis). O(sessions). */
 uint64_t hlog_key_count(hlog *l);
@@ -171,10 +209,27 @@ typedef struct hlog_info {
 	uint64_t keys, expires;
 	uint64_t inplace_updates, rcu_updates, appends, log_full_errors, retries;
 	uint64_t expired_keys;    /* expired keys removed lazily by the store (INFO expired_keys) */
+	/* Storage tier (all 0 without a device). */
+	int store_error;          /* 0, or the error of the failed page write (sticky: writes refused) */
+	uint64_t flush_writes;    /* page write requests, and their bytes */
+	uint64_t flush_bytes;
+	uint64_t flush_waits;     /* writes that found no free frame until a page write finished */
+	uint64_t pending_reads;   /* operations that went pending on a device read (fetches started) */
+	uint64_t pending_found;   /* fetches that found a live record */
+	uint64_t pending_notfound;/* fetches that found no record, or a tombstone */
+	uint64_t pending_errors;  /* fetches that failed (the operation got the error) */
+	uint64_t pending_hits;    /* re-runs served from the fetch cache */
+	uint64_t device_reads;    /* read requests (all kinds), and bytes read */
+	uint64_t device_read_bytes;
+	uint64_t second_reads;    /* re-reads of a record longer than the first read */
+	uint64_t chain_reads;     /* reads of an older record of a shared chain (tag collisions) */
+	uint64_t scan_reads;      /* records read by hlog_scan (blocking) */
+	uint64_t io_buffer_bytes; /* read buffers held by the sessions (pooled or in use) */
 } hlog_info;
 void hlog_info_get(hlog *l, hlog_info *out /* out */);
 
-/* Largest key + value the log can store in one record (bounded by the page size). */
+/* Largest key + value the log can store in one record: a record may span pages, so this is bounded
+ * by the memory region (less a page) and by 1 GiB, not by the page size. */
 uint64_t hlog_max_record_payload(hlog *l);
 
 #endif

@@ -5,8 +5,10 @@
 #ifndef SPW_HLOG_INT_H
 #define SPW_HLOG_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/spw.h"
@@ -24,10 +26,13 @@
  *   +16  expire_at i64   only when REC_HAS_EXPIRY: absolute unix ms
  *   ...  key bytes, value bytes, zero padding to 8
  *
- * Size = align8(16 + (expiry ? 8 : 0) + key_len + val_len). A record never spans pages; the bytes
- * after the last record of a page stay zero, and a record's info is never 0 (a new record carries
- * REC_SEALED until published, a published one REC_VALID), so a page walker reads info == 0 as
- * "rest of this page is empty".
+ * Size = align8(16 + (expiry ? 8 : 0) + key_len + val_len). A record of at most page_bytes never
+ * spans pages; a larger one starts a page and covers whole pages after it, its end sharing the last
+ * one with the records that follow (hlog.c note 5). The bytes after the last record of a page stay
+ * zero, and a record's info is never 0 (a new record carries REC_SEALED until published, a
+ * published one REC_VALID), so a page walker reads info == 0 as "rest of this page is empty".
+ * The same bytes go to the device unchanged: a record read back from address a is the record that
+ * was at a in memory (its lock bits may hold a reader's count; nobody looks at them there).
  */
 #define REC_PREV_MASK     ((1ULL << 48) - 1)  /* bits 0-47: previous record of the chain (0 = none) */
 #define REC_TOMBSTONE     (1ULL << 48)        /* bit 48: the key is deleted as of this version */
@@ -78,6 +83,84 @@ static inline uint64_t rec_size(const log_rec *r, uint64_t info)
 	return rec_size_of(r->key_len, r->val_len, (info & REC_HAS_EXPIRY) != 0);
 }
 
+/* ---------------- small shared helpers ---------------- */
+
+static inline uint64_t load_acq(_Atomic uint64_t *p)
+{
+	return atomic_load_explicit(p, memory_order_acquire);
+}
+
+/* Raise a marker to at least v. true when this call moved it. */
+static inline bool marker_advance(_Atomic uint64_t *m, uint64_t v)
+{
+	uint64_t cur = atomic_load(m);
+	while (cur < v) {
+		if (atomic_compare_exchange_weak(m, &cur, v))
+			return true;
+	}
+	return false;
+}
+
+/* Single-writer counters: the owner adds without a locked instruction; readers may see it late. */
+static inline void ctr_add(_Atomic uint64_t *c, uint64_t d)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+static inline void ctr_add_signed(_Atomic int64_t *c, int64_t d)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+/* ---------------- the storage tier's session state (tier.c) ---------------- */
+
+struct dev_queue;
+typedef struct tier_op tier_op;
+typedef struct tier_fetch tier_fetch;
+typedef struct tier_io tier_io;
+
+#define TIER_BUF_CLASSES 8               /* pooled read buffers: buf_min << 0 .. << 7 */
+
+/* Internal results of tier_cold (positive, never returned to callers of the public API). */
+enum { TIER_FOUND = 16, TIER_ABSENT = 17 };
+
+/* Internal results of log_alloc, besides an address, SPW_E_LOG_FULL, SPW_E_TOO_BIG and
+ * SPW_E_STORE_ERROR. */
+#define LOG_E_RETRY (-EAGAIN)            /* drop everything, refresh, restart (an epoch action) */
+#define LOG_E_WAIT (-EINPROGRESS)        /* a frame is waiting for its page to reach the device */
+
+typedef struct tier_session {
+	struct dev_queue *q;               /* NULL until hlog_session_attach (or without a device) */
+	hlog_ready_fn ready;
+	void *cb_arg;
+	void *op_ctx;                      /* hlog_session_set_op */
+	bool closing;
+	bool unsubmitted;                  /* requests queued since the last dev_submit */
+	bool issuing;                      /* inside tier_cold's first read: no ready callback */
+	/* Requests the device refused with -EAGAIN (throttle, queue depth), in order. */
+	tier_io *backlog_head, *backlog_tail;
+	uint32_t backlog;
+	tier_io *io_free;
+	tier_fetch *fetch_free;
+	tier_op *op_free;
+	/* Pending operations by op_ctx: an open hash table of chains. */
+	tier_op **ops;
+	uint32_t ops_mask, ops_count;
+	tier_op *ready_head, *ready_tail;  /* ops whose reads are done: ready callbacks in poll */
+	tier_op *wait_head;                /* ops waiting for a frame (flush waits) */
+	uint32_t nwait;
+	uint8_t *buf_free[TIER_BUF_CLASSES];   /* pooled aligned buffers (first word links) */
+	/* Scan (blocking compromise, note 18). */
+	uint32_t scan_inflight;
+	int scan_err;
+	void *scan_chains;                 /* scan_chain array, grown as needed */
+	uint32_t scan_nchains, scan_chains_cap;
+	void *scan_seen;                   /* seen-key array */
+	uint32_t scan_nseen, scan_seen_cap;
+	uint8_t *scan_keys;                /* seen-key bytes */
+	uint64_t scan_keys_len, scan_keys_cap;
+} tier_session;
+
 /* ---------------- the store ---------------- */
 
 struct hlog_session {
@@ -89,14 +172,24 @@ struct hlog_session {
 	 * read by anyone summing them. keys/expires are deltas; see hlog_key_count(). */
 	_Atomic int64_t keys, expires;
 	_Atomic uint64_t inplace, rcu, appends, log_full, retries, expired;
+	/* Storage tier counters (same rule). */
+	_Atomic uint64_t flush_waits, flush_writes, flush_bytes;
+	_Atomic uint64_t pend_reads, pend_found, pend_notfound, pend_errors, pend_hits;
+	_Atomic uint64_t dev_reads, dev_read_bytes, second_reads, chain_reads, scan_reads;
+	_Atomic uint64_t buf_bytes;        /* read buffers this session holds (pooled or in use) */
+	/* Read by other threads that signal this session's fd (tier_signal, under l->sig_mu). */
+	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
+	int efd;                           /* hlog_session_fd once asked for, else -1 */
+	tier_session t;                    /* owned by the session's thread */
 } SPW_ALIGNED_CL;
 
 struct hlog {
 	/* Read-only after hlog_open. */
 	hidx *idx;
 	epoch *ep;
-	uint8_t *mem;                      /* frame_slots * page_bytes of reserved address space */
-	uint64_t mem_bytes;
+	uint8_t *mem;                      /* 2 * mem_bytes: the frames, mapped twice back to back */
+	uint64_t mem_bytes;                /* frame_slots * page_bytes */
+	int mem_fd;                        /* the memfd behind both mappings */
 	uint64_t window_mask;              /* address -> byte in mem: mem + (addr & window_mask) */
 	uint64_t page_bytes;
 	uint32_t page_bits;
@@ -106,10 +199,16 @@ struct hlog {
 	uint64_t frame_slots;              /* max_pages rounded up to a power of two */
 	uint64_t mutable_pages;
 	uint64_t page_limit;               /* first page number past the 48-bit address space */
-	uint64_t max_rec;                  /* largest record: page_bytes - HLOG_FIRST_ADDRESS */
+	uint64_t max_rec;                  /* largest record (note 5) */
 	uint64_t buckets;                  /* index main buckets (scan cursor end) */
 	hlog_session *sessions;
 	int max_sessions;
+	/* Storage tier (NULL dev: memory only). */
+	struct dev *dev;
+	uint32_t sector;                   /* dev->sector_bytes */
+	uint32_t initial_io;               /* first read of a pending record, before sector rounding */
+	uint64_t io_chunk;                 /* the largest single request: a power of two, segment-aligned */
+	uint64_t buf_min;                  /* smallest pooled read buffer */
 
 	/* Markers: read by every operation, written rarely (page turns, flush, epoch actions). */
 	_Atomic uint64_t begin SPW_ALIGNED_CL;
@@ -118,20 +217,36 @@ struct hlog {
 	_Atomic uint64_t safe_ro;
 	_Atomic uint64_t read_only;
 	_Atomic uint64_t flushed_until;
+	_Atomic int error;                 /* sticky store error (0 or -errno): writes are refused */
 
 	/* The tail: written by every allocation, so alone on its line. */
 	_Atomic uint64_t tail SPW_ALIGNED_CL;
 
+	/* Flush and eviction bookkeeping (note 14): written by page turns and IO completions. */
+	_Atomic uint64_t flush_claimed SPW_ALIGNED_CL;  /* pages below have had their writes queued */
+	_Atomic uint64_t evict_want;       /* the Head some page turn needs */
+	_Atomic uint64_t ro_bumped;        /* ReadOnly value whose SafeReadOnly action is queued */
+	_Atomic uint64_t head_bumped;      /* Head value whose frame-release action is queued */
+	_Atomic int nwaiting;              /* sessions with wait_flag set */
+
 	/* Rarely touched. */
 	pthread_mutex_t release_mu SPW_ALIGNED_CL;  /* serialises frame release (note 12) */
+	pthread_mutex_t sig_mu;            /* tier_signal against a session closing its fd */
 	_Atomic uint8_t *frame_used;       /* per frame slot: 1 while it holds a live page */
+	_Atomic uint64_t *flush_done;      /* per frame slot: page + 1 of the last page written whole */
+	_Atomic uint64_t *flush_left;      /* per frame slot: page << 16 | writes still in flight */
+	_Atomic uint64_t *span_first;      /* per frame slot: page << 24 | (last - page) for the first
+	                                      page of a record spanning pages (note 5) */
+	_Atomic uint64_t *span_cont;       /* per frame slot: page << 32 | end offset in this page of the
+	                                      spanning record it continues (walkers skip that far) */
 	_Atomic uint64_t allocated_pages;
 	_Atomic int64_t keys_base, expires_base;     /* subtracted from the session sums (FLUSHALL) */
 };
 
-/* Visit every record header in [BeginAddress, TailAddress) in address order. Only while no other
- * thread writes (tests now; recovery and compaction of the read-only region later). Returns the
- * number of records visited (published, or garbage: check REC_VALID). */
+/* Visit every record header in [max(BeginAddress, HeadAddress), TailAddress) in address order (the
+ * part of the log in memory; a spanning record cut by Head is skipped). Only while no other thread
+ * writes (tests now; recovery and compaction of the read-only region later). Returns the number of
+ * records visited (published, or garbage: check REC_VALID). */
 typedef void (*hlog_record_fn)(void *ctx, uint64_t addr, const log_rec *r, uint64_t info);
 uint64_t hlog_records_visit(hlog *l, hlog_record_fn fn, void *ctx);
 
@@ -139,5 +254,54 @@ static inline log_rec *hlog_rec_at(const hlog *l, uint64_t addr)
 {
 	return (log_rec *)(l->mem + (addr & l->window_mask));
 }
+
+/* The end, within page p, of a spanning record that started on an earlier page (p continues it),
+ * or 0. */
+static inline uint64_t log_span_cont_end(const hlog *l, uint64_t p)
+{
+	uint64_t w = atomic_load(&l->span_cont[p & (l->frame_slots - 1)]);
+	return (w >> 32) == p ? (w & 0xffffffffULL) : 0;
+}
+
+/* The ReadOnly an eviction up to need requires: need, or the end of the last page of a spanning
+ * record that need cuts (FlushedUntil steps over a spanning record whole, note 5). */
+static inline uint64_t log_evict_ro(const hlog *l, uint64_t need)
+{
+	uint64_t p = need >> l->page_bits;
+	if (!(need & (l->page_bytes - 1)) && !log_span_cont_end(l, p))
+		return need;
+	while (log_span_cont_end(l, p + 1))
+		p++;
+	return (p + 1) << l->page_bits;
+}
+
+/* ---------------- between hlog.c and tier.c ---------------- */
+
+/* Queue the SafeReadOnly / frame-release epoch action for the current ReadOnly / Head unless one is
+ * queued already. false when the epoch's drain list was full (a later call queues it). */
+bool log_ro_bump(hlog *l);
+bool log_head_bump(hlog *l);
+/* Release the frames of pages below head, then publish SafeHead (an epoch action's body). */
+void log_frames_release(hlog *l, uint64_t head);
+
+/* Page turn with a device: make room for frames below need, with ReadOnly at least ro (see
+ * log_evict_ro). 0 when SafeHead already passed need (or !wait), else LOG_E_RETRY (only the epoch
+ * is missing), LOG_E_WAIT (a page write must finish first) or SPW_E_STORE_ERROR. */
+int tier_evict_for(hlog *l, uint64_t need, uint64_t ro, bool wait);
+/* The cold branch of a chain walk: see tier.c. */
+int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log_rec **r /* out */,
+              uint64_t *info /* out */);
+/* An update found no frame: register the op for a wake-up. HLOG_PENDING, 0 (room now: retry), or
+ * an error. */
+int tier_wait(hlog_session *s, uint64_t need);
+/* Wake sessions with ops waiting for a frame (after FlushedUntil, SafeHead or the error moved). */
+void tier_signal(hlog *l);
+void tier_session_close(hlog_session *s);
+/* Claim the page writes that became due (below SafeReadOnly) and queue them on s's device queue. */
+void tier_flush_claim(hlog_session *s);
+/* Scan's device part (note 18). */
+void tier_scan_chain_add(hlog_session *s, uint64_t word, uint64_t cold);
+void tier_scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx);
+void tier_scan_reset(hlog_session *s);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * test_hlog.c - the hybrid log on one thread: addresses and page turns, LOG_FULL, record sizes,
- * in-place versus read-copy-update, deletes, expiry, chains of keys sharing an index entry, scan,
- * and FLUSHALL reusing frames.
+ * test_hlog.c - the hybrid log on one thread: addresses and page turns, LOG_FULL, record sizes
+ * (records larger than a page span whole pages), in-place versus read-copy-update, deletes,
+ * expiry, chains of keys sharing an index entry, scan, and FLUSHALL reusing frames.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,7 +86,8 @@ static void test_open_reports_geometry_and_initial_markers(void **state)
 	assert_int_equal(i.begin, HLOG_FIRST_ADDRESS);
 	assert_int_equal(i.tail, HLOG_FIRST_ADDRESS);
 	assert_int_equal(i.keys, 0);
-	assert_int_equal(hlog_max_record_payload(f->l), 4 * KIB - 64 - 24);
+	/* A record may span pages: the limit is the memory region less one page. */
+	assert_int_equal(hlog_max_record_payload(f->l), 15 * 4 * KIB - 24);
 	assert_true(hlog_scan_cursor_end(f->l) >= 64);
 	fixture_close(f);
 }
@@ -224,26 +225,103 @@ static void test_log_full_keeps_every_earlier_key_readable(void **state)
 	fixture_close(f);
 }
 
-static void test_record_larger_than_a_page_is_too_big(void **state)
+/* Read k into a heap buffer and compare with want (values larger than read_buf holds). */
+typedef struct big_read {
+	const uint8_t *want;
+	size_t len;
+	int calls;
+	bool equal;
+} big_read;
+
+static void big_read_fn(void *ctx, const hlog_value *v)
+{
+	big_read *b = ctx;
+	b->calls++;
+	b->equal = v->len == b->len && memcmp(v->ptr, b->want, b->len) == 0;
+}
+
+static bool read_big_equals(hlog_session *s, const hlog_key *k, const uint8_t *want, size_t len)
+{
+	big_read b = { want, len, 0, false };
+	return hlog_read(s, k, big_read_fn, &b) == HLOG_OK && b.calls == 1 && b.equal;
+}
+
+static void test_record_larger_than_the_memory_region_is_too_big(void **state)
 {
 	(void)state;
 	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
 	uint64_t max = hlog_max_record_payload(f->l);
-	static uint8_t val[8192];
+	static uint8_t val[64 * KIB];
 	hlog_key k;
 	hlog_key_init(&k, "big", 3);
 	assert_int_equal(hlog_upsert(f->s, &k, val, max - 3 + 1, 5000000), SPW_E_TOO_BIG);
-	assert_int_equal(hlog_upsert(f->s, &k, val, 8000, HLOG_NO_EXPIRY), SPW_E_TOO_BIG);
-	/* Exactly the reported maximum fits, with an expiry, even after a partly filled page. */
+	assert_int_equal(hlog_upsert(f->s, &k, val, 64 * KIB, HLOG_NO_EXPIRY), SPW_E_TOO_BIG);
+	/* Exactly the reported maximum fits, with an expiry, even after a partly filled page: it takes
+	 * 15 whole pages after the first. */
 	hlog_key small;
 	hlog_key_init(&small, "small", 5);
 	assert_int_equal(hlog_upsert(f->s, &small, val, 100, HLOG_NO_EXPIRY), HLOG_OK);
 	pattern(val, max - 3, 9);
 	assert_int_equal(hlog_upsert(f->s, &k, val, max - 3, 5000000), HLOG_OK);
-	assert_true(read_equals(f->s, &k, val, max - 3));
+	assert_true(read_big_equals(f->s, &k, val, max - 3));
 	hlog_info i = info_of(f->l);
 	assert_int_equal(i.keys, 2);
-	assert_int_equal(walk_log(f->l).spanning, 0);
+	assert_int_equal(i.allocated_pages, 16);
+	walk w = walk_log(f->l);
+	assert_int_equal(w.records, 2);
+	assert_int_equal(w.spanning, 1);
+	/* Memory is now full: without a device that is LOG_FULL, and nothing was lost. */
+	assert_int_equal(hlog_upsert(f->s, &small, val, 200, HLOG_NO_EXPIRY), SPW_E_LOG_FULL);
+	assert_true(read_big_equals(f->s, &k, val, max - 3));
+	fixture_close(f);
+}
+
+static void test_record_larger_than_a_page_spans_whole_pages_and_the_tail_continues_after_it(void **state)
+{
+	(void)state;
+	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	static uint8_t big[3][10000];
+	uint8_t val[300];
+	int n = 0;
+	for (int round = 0; round < 3; round++) {
+		for (int j = 0; j < 5; j++, n++) {
+			test_key t;
+			test_key_make(&t, "around", n);
+			pattern(val, sizeof(val), n);
+			assert_int_equal(hlog_upsert(f->s, &t.k, val, sizeof(val), HLOG_NO_EXPIRY), HLOG_OK);
+		}
+		test_key t;
+		test_key_make(&t, "spans", round);
+		pattern(big[round], sizeof(big[round]), 100 + round);
+		assert_int_equal(hlog_upsert(f->s, &t.k, big[round], sizeof(big[round]), HLOG_NO_EXPIRY), HLOG_OK);
+	}
+	/* A spanning record starts a page; the next record follows it inside its last page. */
+	walk w = walk_log(f->l);
+	assert_int_equal(w.records, (uint64_t)n + 3);
+	assert_int_equal(w.spanning, 3);
+	assert_true(w.ordered);
+	hlog_info i = info_of(f->l);
+	assert_true(i.tail < 14 * 4 * KIB);   /* 3 x 3 pages + the small records: no page wasted */
+	for (int round = 0; round < 3; round++) {
+		test_key t;
+		test_key_make(&t, "spans", round);
+		assert_true(read_big_equals(f->s, &t.k, big[round], sizeof(big[round])));
+	}
+	for (int k = 0; k < n; k++) {
+		test_key t;
+		test_key_make(&t, "around", k);
+		pattern(val, sizeof(val), k);
+		assert_true(read_equals(f->s, &t.k, val, sizeof(val)));
+	}
+	/* Updating a spanning record in place (mutable, same size) and by RCU (it grows). */
+	test_key t;
+	test_key_make(&t, "spans", 2);
+	memset(big[2], 'x', sizeof(big[2]));
+	assert_int_equal(hlog_upsert(f->s, &t.k, big[2], sizeof(big[2]), HLOG_NO_EXPIRY), HLOG_OK);
+	assert_true(read_big_equals(f->s, &t.k, big[2], sizeof(big[2])));
+	assert_int_equal(hlog_upsert(f->s, &t.k, big[1], sizeof(big[1]) - 1000, HLOG_NO_EXPIRY), HLOG_OK);
+	assert_true(read_big_equals(f->s, &t.k, big[1], sizeof(big[1]) - 1000));
+	assert_int_equal(hlog_key_count(f->l), (uint64_t)n + 3);
 	fixture_close(f);
 }
 
@@ -795,7 +873,8 @@ int main(void)
 		cmocka_unit_test(test_many_records_turn_pages_and_never_span_them),
 		cmocka_unit_test(test_read_of_missing_key_is_notfound),
 		cmocka_unit_test(test_log_full_keeps_every_earlier_key_readable),
-		cmocka_unit_test(test_record_larger_than_a_page_is_too_big),
+		cmocka_unit_test(test_record_larger_than_the_memory_region_is_too_big),
+		cmocka_unit_test(test_record_larger_than_a_page_spans_whole_pages_and_the_tail_continues_after_it),
 		cmocka_unit_test(test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_it_grows),
 		cmocka_unit_test(test_update_of_a_read_only_record_copies_it_to_the_tail),
 		cmocka_unit_test(test_update_in_the_fuzzy_region_retries_until_it_is_safe),
