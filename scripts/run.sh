@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - install what is missing, build, and run spillway-server in the foreground on
-# 127.0.0.1:6379 with its data in ./data. Extra arguments go to the server (scripts/run.sh --threads 4);
-# PORT=6380 scripts/run.sh picks another port. Stop it with Ctrl-C (SIGINT) or redis-cli shutdown.
+# 127.0.0.1:6379 with the storage tier on and its data in ./data. Extra arguments go to the server
+# (scripts/run.sh --threads 4); PORT=6380 scripts/run.sh picks another port. Stop it with Ctrl-C
+# (SIGINT) or redis-cli shutdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +18,6 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 	echo "        or choose another port: PORT=6380 scripts/run.sh" >&2
 	exit 1
 fi
-exec build/bin/spillway-server --bind 127.0.0.1 --port "$port" --dir ./data --logdir ./data "$@"
+# --storage-tier: the log spills to segment files in ./data/Store, so the data set may be far larger
+# than --memory (the in-memory window of the log).
+exec build/bin/spillway-server --bind 127.0.0.1 --port "$port" --dir ./data --logdir ./data --storage-tier "$@"

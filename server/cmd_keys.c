@@ -31,6 +31,18 @@
  *     the destination and (RENAME) delete the source as separate store operations, so another
  *     client may briefly see both keys, or a write to the source made in between may be lost.
  *     RENAMENX and COPY without REPLACE create the destination atomically (one hlog_rmw).
+ *  9. HLOG_PENDING parks the client (store_failed -> reply_pending) and the request runs again
+ *     once the device reads are done (server.c note 12); a handler must not have changed the store
+ *     before it parks. Commands of several keys (DEL, UNLINK, EXISTS, TOUCH of more than one key,
+ *     RENAME, RENAMENX, COPY) first prefetch every key, so that their reads go out together and
+ *     no key is written before all are at hand. Should a later step still park (a record evicted
+ *     in between), DEL keeps its position and count and RENAME its stage in c->resume, so that
+ *     the re-run neither deletes twice nor answers differently (RENAMENX would find the
+ *     destination it wrote itself).
+ * 10. KEYS, SCAN and RANDOMKEY do not park: with a device, hlog_scan reads the chains it meets on
+ *     the device before it returns (the store's documented compromise: the worker waits for those
+ *     reads). A chain it could not read makes KEYS and SCAN answer the device error rather than a
+ *     silently shorter list; RANDOMKEY answers any key it did find.
  */
 #include "server/server_int.h"
 
@@ -59,12 +71,16 @@ static bool opt_is(const resp_slice *a, const char *lit, size_t n)
 }
 #define OPT_IS(a, lit) opt_is((a), lit, sizeof(lit) - 1)
 
-/* Reply to a negative store result or HLOG_PENDING (no device tier yet). true when replied. */
+/* Reply to a negative store result, or park the client on HLOG_PENDING (note 9). true when the
+ * handler must return. */
 static bool store_failed(client *c, int rc)
 {
 	if (SPW_LIKELY(rc >= 0 && rc != HLOG_PENDING))
 		return false;
-	reply_err_store(c, rc == HLOG_PENDING ? -EAGAIN : rc);
+	if (rc == HLOG_PENDING)
+		reply_pending(c);
+	else
+		reply_err_store(c, rc);
 	return true;
 }
 
@@ -82,7 +98,7 @@ static void read_noop(void *ctx, const hlog_value *v)
 	(void)v;
 }
 
-/* Does the key exist? 1, 0, or a negative store error. */
+/* Does the key exist? 1, 0, HLOG_PENDING, or a negative store error. */
 static int key_exists(client *c, const resp_slice *key)
 {
 	hlog_key k;
@@ -92,7 +108,7 @@ static int key_exists(client *c, const resp_slice *key)
 		return 1;
 	if (rc == HLOG_NOTFOUND)
 		return 0;
-	return rc == HLOG_PENDING ? -EAGAIN : rc;
+	return rc;
 }
 
 /* Only the expiry changes: in place there is nothing to write. */
@@ -179,13 +195,21 @@ static void keybuf_reset(keybuf *b)
 
 /* ---------------- DEL, UNLINK, EXISTS, TOUCH, TYPE ---------------- */
 
+/* c->resume (note 9): idx = the key that parked, acc = keys deleted before it. */
 void cmd_del(client *c)
 {
-	long long n = 0;
+	long long n = c->resume.acc;
+	int first = c->resume.idx ? c->resume.idx : 1;
 	hlog_key k;
-	for (int j = 1; j < c->argc; j++) {
+	if (c->argc > 2 && first == 1 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+		return;
+	for (int j = first; j < c->argc; j++) {
 		key_from_arg(&k, &c->argv[j]);
 		int rc = hlog_delete(c->w->sess, &k);
+		if (SPW_UNLIKELY(rc == HLOG_PENDING)) {
+			c->resume.idx = j;
+			c->resume.acc = n;
+		}
 		if (store_failed(c, rc))
 			return;
 		n += rc == HLOG_OK;
@@ -203,6 +227,8 @@ void cmd_unlink(client *c)
 static void count_existing(client *c)
 {
 	long long n = 0;
+	if (c->argc > 2 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+		return;
 	for (int j = 1; j < c->argc; j++) {
 		int rc = key_exists(c, &c->argv[j]);
 		if (store_failed(c, rc))
@@ -503,13 +529,18 @@ void cmd_keys(client *c)
 	struct match_ctx m = { .b = &t_keys, .pat = p->ptr, .plen = p->len, .type_ok = true };
 	uint64_t cursor = 0;
 
+	int err = 0;
 	m.use_pat = !(p->len == 1 && p->ptr[0] == '*');
 	do {
 		cursor = hlog_scan(c->w->sess, cursor, KEYS_BATCH, match_visit, &m);
+		if (!err)
+			err = hlog_scan_error(c->w->sess);
 		hlog_session_refresh(c->w->sess);
 	} while (cursor != 0);
 
-	if (m.b->oom) {
+	if (err) {
+		reply_err_store(c, err);   /* keys on the device could not be read (note 10) */
+	} else if (m.b->oom) {
 		reply_err_store(c, -ENOMEM);
 	} else {
 		resp_write_array_len(&c->out, m.b->n);
@@ -587,6 +618,7 @@ void cmd_scan(client *c)
 		}
 	}
 
+	int err = 0;
 	if (cursor >= hlog_scan_cursor_end(g_srv.store) || hlog_key_count(g_srv.store) == 0) {
 		cursor = 0;   /* not a cursor we handed out, or nothing to find: the walk is over */
 	} else {
@@ -595,11 +627,15 @@ void cmd_scan(client *c)
 		maxit = SPW_MAX(maxit, SCAN_MIN_BUCKETS);
 		do {
 			cursor = hlog_scan(c->w->sess, cursor, 1, match_visit, &m);
+			if (!err)
+				err = hlog_scan_error(c->w->sess);
 		} while (cursor && maxit-- && m.seen < count);
 	}
 	c->w->stats.keyspace_hits += (uint64_t)m.type_checks;
 
-	if (m.b->oom) {
+	if (err) {
+		reply_err_store(c, err);   /* note 10 */
+	} else if (m.b->oom) {
 		reply_err_store(c, -ENOMEM);
 	} else {
 		resp_write_array_len(&c->out, 2);
@@ -655,8 +691,12 @@ void cmd_randomkey(client *c)
 		reply_null(c);
 		return;
 	}
-	for (int i = 0; i < RANDOMKEY_PROBES && p.seen == 0; i++)
+	int err = 0;
+	for (int i = 0; i < RANDOMKEY_PROBES && p.seen == 0; i++) {
 		hlog_scan(c->w->sess, rng_next() % end, 1, pick_visit, &p);
+		if (!err)
+			err = hlog_scan_error(c->w->sess);
+	}
 
 	uint64_t start = rng_next() % end, cur = start;
 	bool wrapped = false;
@@ -666,6 +706,8 @@ void cmd_randomkey(client *c)
 			break;
 		uint64_t next = hlog_scan(c->w->sess, cur, SPW_MIN((uint64_t)RANDOMKEY_BATCH, limit - cur),
 		                          pick_visit, &p);
+		if (!err)
+			err = hlog_scan_error(c->w->sess);
 		cur = next ? next : end;
 		if (cur >= end && !wrapped) {
 			wrapped = true;
@@ -675,6 +717,8 @@ void cmd_randomkey(client *c)
 
 	if (p.b->oom)
 		reply_err_store(c, -ENOMEM);
+	else if (p.seen == 0 && err)
+		reply_err_store(c, err);   /* note 10: nothing found, and some chains could not be read */
 	else if (p.seen == 0)
 		reply_null(c);
 	else
@@ -717,7 +761,7 @@ static int src_read(client *c, const resp_slice *key, struct src_copy *s)
 	int rc = hlog_read(c->w->sess, &k, read_copy, s);
 	if (rc == HLOG_OK && s->err)
 		return s->err;
-	return rc == HLOG_PENDING ? -EAGAIN : rc;
+	return rc;
 }
 
 /* Create the destination from the copy unless it exists (one rmw, so atomic for the dest). */
@@ -747,19 +791,19 @@ static void dst_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_pla
 static const hlog_rmw_ops dst_nx_ops = { dst_nx_plan, dst_fill };
 
 /* Write the destination: replace it (keeping the source's TTL, dropping the old one) or create
- * it only if absent. 1 written, 0 refused, or a negative error. */
+ * it only if absent. 1 written, 0 refused, HLOG_PENDING (2), or a negative error. */
 static int dst_write(client *c, const resp_slice *key, const struct src_copy *s, bool replace)
 {
 	hlog_key k;
 	key_from_arg(&k, key);
 	if (replace) {
 		int rc = hlog_upsert(c->w->sess, &k, s->p, s->len, s->expire_ms);
-		return rc < 0 ? rc : 1;
+		return rc < 0 || rc == HLOG_PENDING ? rc : 1;
 	}
 	struct dst_ctx d = { .s = s };
 	int rc = hlog_rmw(c->w->sess, &k, &dst_nx_ops, &d);
 	if (rc < 0 || rc == HLOG_PENDING)
-		return rc < 0 ? rc : -EAGAIN;
+		return rc;
 	return d.created;
 }
 
@@ -768,13 +812,18 @@ static bool args_same(const resp_slice *a, const resp_slice *b)
 	return a->len == b->len && memcmp(a->ptr, b->ptr, a->len) == 0;
 }
 
-/* Redis's renameGenericCommand. Not atomic across threads (note 8). */
+/* Redis's renameGenericCommand. Not atomic across threads (note 8). c->resume.stage 1: the
+ * destination was written before the command parked on deleting the source (note 9). */
 static void rename_generic(client *c, bool nx)
 {
 	struct src_copy s;
 	hlog_key k;
 	int rc;
 
+	if (c->resume.stage == 1)
+		goto delete_source;
+	if (store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
+		return;
 	if (args_same(&c->argv[1], &c->argv[2])) {
 		rc = key_exists(c, &c->argv[1]);
 		if (store_failed(c, rc))
@@ -801,8 +850,11 @@ static void rename_generic(client *c, bool nx)
 		reply_int(c, 0);
 		return;
 	}
+delete_source:
 	key_from_arg(&k, &c->argv[1]);
 	rc = hlog_delete(c->w->sess, &k);
+	if (SPW_UNLIKELY(rc == HLOG_PENDING))
+		c->resume.stage = 1;
 	if (store_failed(c, rc))
 		return;
 	if (nx)
@@ -856,6 +908,8 @@ void cmd_copy(client *c)
 		reply_error(c, "ERR source and destination objects are the same");
 		return;
 	}
+	if (store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
+		return;
 	rc = src_read(c, &c->argv[1], &s);
 	if (store_failed(c, rc))
 		return;

@@ -22,8 +22,14 @@
  *     "no password configured" error.
  *  6. SHUTDOWN: there is no persistence, so SAVE/NOSAVE change nothing (SAVE logs that nothing was
  *     saved); ABORT answers "No shutdown in progress." since shutdowns are never pending.
+ *  7. The storage tier in INFO (only with --storage-tier, so memory-only INFO is unchanged): the
+ *     store's counters (hlog_info) in "# Stats" as tier_* fields next to the server's own (parked
+ *     commands, IO error replies), with CONFIG RESETSTAT baselines kept here since the store's
+ *     counters only grow; "# Store" names the device and shows the sticky store error
+ *     (Log.StoreError); "# Memory" adds the log's pages in memory and the index bytes per key.
  */
 #include "server/server_int.h"
+#include "device/device.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -568,10 +574,14 @@ static void config_get_visit(void *arg, const char *name, const char *value)
 }
 
 /* Zero the INFO counters: record each worker's current values as its baseline (note 3). */
+/* CONFIG RESETSTAT baseline of the store's tier counters (note 7). Under g_srv.stats_lock. */
+static hlog_info tier_base;
+
 static void stats_reset(void)
 {
 	int slots = command_slots();
 	pthread_mutex_lock(&g_srv.stats_lock);
+	hlog_info_get(g_srv.store, &tier_base);
 	for (int i = 0; i < g_srv.nworkers; i++) {
 		worker *w = &g_srv.workers[i];
 		worker_stats *s = &w->stats, *b = &w->stats_base;
@@ -587,6 +597,8 @@ static void stats_reset(void)
 		b->busy_ns = rd64(&s->busy_ns);
 		b->reads = rd64(&s->reads);
 		b->writes = rd64(&s->writes);
+		b->parked = rd64(&s->parked);
+		b->io_errors = rd64(&s->io_errors);
 		for (int j = 0; j < slots; j++) {
 			b->cmd_calls[j] = rd64(&s->cmd_calls[j]);
 			b->cmd_ticks[j] = rd64(&s->cmd_ticks[j]);
@@ -1075,7 +1087,7 @@ static const struct { const char *name; int bit; } sections[] = {
 /* Counters summed over workers, minus the RESETSTAT baselines unless raw. */
 typedef struct stats_sum {
 	uint64_t commands, connections, rejected, net_in, net_out, hits, misses, expired, errors;
-	uint64_t reads, writes;
+	uint64_t reads, writes, parked, io_errors;
 } stats_sum;
 
 static void stats_sum_get(stats_sum *s, bool raw)
@@ -1095,6 +1107,8 @@ static void stats_sum_get(stats_sum *s, bool raw)
 		ADD(errors, errors);
 		ADD(reads, reads);
 		ADD(writes, writes);
+		ADD(parked, parked);
+		ADD(io_errors, io_errors);
 #undef ADD
 	}
 }
@@ -1272,12 +1286,17 @@ static void info_memory(sbuf *b, const hlog_info *hi)
 	          "maxmemory_human:0B\r\n"
 	          "maxmemory_policy:noeviction\r\n"
 	          "log_max_memory:%llu\r\n"
+	          "log_pages_in_memory:%llu\r\n"
+	          "log_page_bytes:%llu\r\n"
+	          "index_bytes_per_key:%.2f\r\n"
 	          "mem_allocator:libc\r\n",
 	          (unsigned long long)used, human(h1, sizeof(h1), used), (unsigned long long)rss,
 	          human(h2, sizeof(h2), rss), (unsigned long long)p, human(h3, sizeof(h3), p),
 	          (unsigned long long)log_bytes, (unsigned long long)index_bytes,
 	          (unsigned long long)buffers, (unsigned long long)total, human(h4, sizeof(h4), total),
-	          (unsigned long long)hi->memory_bytes);
+	          (unsigned long long)hi->memory_bytes, (unsigned long long)hi->allocated_pages,
+	          (unsigned long long)hi->page_bytes,
+	          hi->keys ? (double)index_bytes / (double)hi->keys : 0.0);
 }
 
 static void info_persistence(sbuf *b)
@@ -1332,6 +1351,41 @@ static void info_stats(sbuf *b)
 	          (unsigned long long)s.reads, (unsigned long long)s.writes, g_srv.nworkers);
 	for (int i = 0; i < g_srv.nworkers; i++)
 		sb_printf(b, "worker_%d_busy_pct:%.2f\r\n", i, rate.busy_pct ? rate.busy_pct[i] : 0.0);
+	if (g_srv.dev) {
+		const hlog_info *z = &tier_base;
+		uint64_t pend = hi.pending_reads - z->pending_reads, reads = hi.device_reads - z->device_reads;
+		sb_printf(b, "tier_parked_commands:%llu\r\n"
+		          "tier_io_error_replies:%llu\r\n"
+		          "tier_pending_reads:%llu\r\n"
+		          "tier_pending_found:%llu\r\n"
+		          "tier_pending_notfound:%llu\r\n"
+		          "tier_pending_errors:%llu\r\n"
+		          "tier_pending_hits:%llu\r\n"
+		          "tier_device_reads:%llu\r\n"
+		          "tier_device_read_bytes:%llu\r\n"
+		          "tier_second_reads:%llu\r\n"
+		          "tier_chain_walk_reads:%llu\r\n"
+		          "tier_scan_reads:%llu\r\n"
+		          "tier_reads_per_pending_op:%.3f\r\n"
+		          "tier_flush_writes:%llu\r\n"
+		          "tier_flush_bytes:%llu\r\n"
+		          "tier_flush_waits:%llu\r\n",
+		          (unsigned long long)s.parked, (unsigned long long)s.io_errors,
+		          (unsigned long long)pend,
+		          (unsigned long long)(hi.pending_found - z->pending_found),
+		          (unsigned long long)(hi.pending_notfound - z->pending_notfound),
+		          (unsigned long long)(hi.pending_errors - z->pending_errors),
+		          (unsigned long long)(hi.pending_hits - z->pending_hits),
+		          (unsigned long long)reads,
+		          (unsigned long long)(hi.device_read_bytes - z->device_read_bytes),
+		          (unsigned long long)(hi.second_reads - z->second_reads),
+		          (unsigned long long)(hi.chain_reads - z->chain_reads),
+		          (unsigned long long)(hi.scan_reads - z->scan_reads),
+		          pend ? (double)reads / (double)pend : 0.0,
+		          (unsigned long long)(hi.flush_writes - z->flush_writes),
+		          (unsigned long long)(hi.flush_bytes - z->flush_bytes),
+		          (unsigned long long)(hi.flush_waits - z->flush_waits));
+	}
 	pthread_mutex_unlock(&g_srv.stats_lock);
 }
 
@@ -1392,7 +1446,8 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          "Log.FullErrors:%llu\r\n"
 	          "Log.Retries:%llu\r\n"
 	          "Log.MaxRecordPayloadBytes:%llu\r\n"
-	          "Log.StorageTier:%s\r\n",
+	          "Log.StorageTier:%s\r\n"
+	          "Log.StoreError:%s\r\n",
 	          (unsigned long long)hi->index.buckets, HIDX_BUCKET_BYTES,
 	          (unsigned long long)hi->index.memory_bytes, (unsigned long long)hi->index.overflow_buckets,
 	          (unsigned long long)hi->index.overflow_bytes, (unsigned long long)idx_total,
@@ -1406,7 +1461,8 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          (unsigned long long)hi->inplace_updates, (unsigned long long)hi->rcu_updates,
 	          (unsigned long long)hi->appends, (unsigned long long)hi->log_full_errors,
 	          (unsigned long long)hi->retries, (unsigned long long)hlog_max_record_payload(g_srv.store),
-	          g_cfg.storage_tier ? "configured (not active in this version)" : "none");
+	          g_srv.dev ? g_srv.dev->name : "none",
+	          hi->store_error ? spw_strerror(hi->store_error) : "ok");
 }
 
 static void info_commandstats(sbuf *b)

@@ -24,8 +24,16 @@
  *     per key, so another client may see some keys of an MSET written and not others, and a key
  *     created by another thread between MSETNX's checks and its writes is overwritten. Each single
  *     key command is atomic (one hlog_rmw).
- *  8. HLOG_PENDING (a record on the device) cannot happen until the device tier exists; handlers
- *     answer it with an error rather than suspend the client.
+ *  8. HLOG_PENDING (with --storage-tier: a record the command needs is on the device) parks the
+ *     client (store_failed -> reply_pending): the handler returns at once and the worker runs the
+ *     same request again when the reads are done (server.c note 12). So no handler may change the
+ *     store before an operation that can answer HLOG_PENDING. Single-key commands are one store
+ *     operation, so that holds by construction, and they pay nothing extra in memory-only mode.
+ *     MGET, MSET and MSETNX first prefetch every key (their reads go out together) and park if
+ *     one is pending; should a key still be pending after that (evicted in between), MSET and
+ *     MSETNX record in c->resume how far their writes went, so the re-run does not write twice or
+ *     change its answer (MSETNX would see its own writes). A partial MGET reply is rolled back by
+ *     command_dispatch.
  */
 #include "server/server_int.h"
 
@@ -66,7 +74,7 @@ static bool store_failed(client *c, int rc)
 	case SPW_E_OVERFLOW: reply_error(c, "ERR increment or decrement would overflow"); break;
 	case SPW_E_NOT_FLOAT: reply_error(c, "ERR value is not a valid float"); break;
 	case SPW_E_NAN: reply_error(c, "ERR increment would produce NaN or Infinity"); break;
-	case HLOG_PENDING: reply_err_store(c, -EAGAIN); break;
+	case HLOG_PENDING: reply_pending(c); break;
 	default: reply_err_store(c, rc); break;
 	}
 	return true;
@@ -136,10 +144,16 @@ void cmd_get(client *c)
 void cmd_mget(client *c)
 {
 	hlog_key k;
+	if (c->argc > 2 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+		return;
 	resp_write_array_len(&c->out, c->argc - 1);
 	for (int i = 1; i < c->argc; i++) {
 		key_from_arg(&k, &c->argv[i]);
 		int rc = hlog_read(c->w->sess, &k, read_reply_bulk, c);
+		if (SPW_UNLIKELY(rc == HLOG_PENDING)) {
+			reply_pending(c);   /* evicted since the prefetch: the partial reply is rolled back */
+			return;
+		}
 		count_lookup(c, rc == HLOG_OK);
 		if (rc != HLOG_OK)
 			reply_null(c);
@@ -577,13 +591,17 @@ static bool mset_args_ok(client *c)
 	return true;
 }
 
+/* Write the pairs from argv[c->resume.idx] on (1 at first). 0, a negative error, or HLOG_PENDING
+ * with c->resume.idx at the pair that parked, so that the re-run goes on from there (note 8). */
 static int mset_write_all(client *c)
 {
 	hlog_key k;
-	for (int j = 1; j < c->argc; j += 2) {
+	for (int j = c->resume.idx ? c->resume.idx : 1; j < c->argc; j += 2) {
 		key_from_arg(&k, &c->argv[j]);
 		int rc = hlog_upsert(c->w->sess, &k, c->argv[j + 1].ptr, c->argv[j + 1].len, HLOG_NO_EXPIRY);
-		if (rc < 0)
+		if (SPW_UNLIKELY(rc == HLOG_PENDING))
+			c->resume.idx = j;
+		if (rc < 0 || rc == HLOG_PENDING)
 			return rc;
 	}
 	return 0;
@@ -593,28 +611,38 @@ void cmd_mset(client *c)
 {
 	if (!mset_args_ok(c))
 		return;
+	if (c->argc > 3 && !c->resume.idx && store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
+		return;
 	if (!store_failed(c, mset_write_all(c)))
 		reply_ok(c);
 }
 
-/* Not atomic across threads (note 7): the existence checks and the writes are separate steps. */
+/* Not atomic across threads (note 7): the existence checks and the writes are separate steps.
+ * c->resume.stage 1: the checks passed before the command parked in its writes (note 8). */
 void cmd_msetnx(client *c)
 {
 	hlog_key k;
 
 	if (!mset_args_ok(c))
 		return;
-	for (int j = 1; j < c->argc; j += 2) {
-		key_from_arg(&k, &c->argv[j]);
-		int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
-		if (store_failed(c, rc))
+	if (c->resume.stage == 0) {
+		if (c->argc > 3 && store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
 			return;
-		if (rc == HLOG_OK) {
-			reply_int(c, 0);
-			return;
+		for (int j = 1; j < c->argc; j += 2) {
+			key_from_arg(&k, &c->argv[j]);
+			int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
+			if (store_failed(c, rc))
+				return;
+			if (rc == HLOG_OK) {
+				reply_int(c, 0);
+				return;
+			}
 		}
 	}
-	if (!store_failed(c, mset_write_all(c)))
+	int rc = mset_write_all(c);
+	if (rc == HLOG_PENDING)
+		c->resume.stage = 1;
+	if (!store_failed(c, rc))
 		reply_int(c, 1);
 }
 

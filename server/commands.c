@@ -24,6 +24,12 @@
  *  5. Order of checks as Redis's processCommand: unknown command, unknown subcommand, arity.
  *     Error texts are Redis 7.0's, byte for byte (argument previews truncated at 128 bytes and
  *     newlines turned to spaces).
+ *  6. A handler that parks its client (reply_pending: the store answered HLOG_PENDING) leaves no
+ *     trace of that attempt: what it wrote to the reply is rolled back and its error and keyspace
+ *     counters restored, since the same request runs again once the device reads are done
+ *     (server.c note 12). The attempt's time is charged to the command, its call is not counted.
+ *     The marks cost five loads per command; handlers then need only guarantee that they did not
+ *     change the store before parking.
  */
 #include "server/server_int.h"
 
@@ -568,6 +574,26 @@ static void reply_unknown_subcommand(client *c, const spw_command *parent)
 	reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)len, c->argv[1].ptr, upper);
 }
 
+int command_keys_prefetch(client *c, int first, int last, int step)
+{
+	int rc = 0;
+	hlog_key k;
+	if (!c->w->tier)
+		return 0;
+	if (last < 0)
+		last = c->argc + last;
+	/* Every key, even after one is pending: their reads go out together in the next poll. */
+	for (int j = first; j <= last; j += step) {
+		hlog_key_init(&k, c->argv[j].ptr, c->argv[j].len);
+		int r = hlog_prefetch(c->w->sess, &k);
+		if (r < 0)
+			return r;
+		if (r == HLOG_PENDING)
+			rc = HLOG_PENDING;
+	}
+	return rc;
+}
+
 void command_dispatch(client *c)
 {
 	worker *w = c->w;
@@ -596,11 +622,26 @@ void command_dispatch(client *c)
 		goto rejected;
 	}
 
-	uint64_t errors = st->errors;
+	uint64_t errors = st->errors, hits = st->keyspace_hits, misses = st->keyspace_misses;
+	resp_chunk *mark = c->out.tail;
+	uint32_t mark_len = mark ? mark->len : 0;
+	size_t mark_bytes = c->out.bytes;
 	c->last_cmd = cmd;   /* before the call, so CLIENT LIST shows cmd=client|list as Redis */
 	cmd->fn(c);
 	uint64_t now = server_ticks();
 	int idx = cmd->index;
+	if (SPW_UNLIKELY(c->flags & CLIENT_PARKED)) {
+		/* Note 6: this attempt leaves no trace; the request runs again. */
+		client_reply_rollback(c, mark, mark_len, mark_bytes);
+		st->errors = errors;
+		st->keyspace_hits = hits;
+		st->keyspace_misses = misses;
+		st->parked++;
+		if (SPW_LIKELY(now > w->cmd_clock))
+			st->cmd_ticks[idx] += now - w->cmd_clock;
+		w->cmd_clock = now;
+		return;
+	}
 	st->commands++;
 	st->cmd_calls[idx]++;
 	if (SPW_LIKELY(now > w->cmd_clock))

@@ -32,6 +32,7 @@
  *     did not mention are appended.
  */
 #include "server/server_int.h"
+#include "device/device.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,12 +47,13 @@
 spw_config g_cfg;
 _Atomic uint32_t g_cfg_version;
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST };
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT };
 
 #define OPT_MUTABLE  (1u << 0)   /* CONFIG SET may change it while the server runs */
 #define OPT_CLI_ONLY (1u << 1)   /* a start-up flag only (--config): not in CONFIG GET */
 #define OPT_TIER     (1u << 2)   /* takes effect with the storage tier */
 #define OPT_MULTIARG (1u << 3)   /* config file: several words join with spaces (bind, save) */
+#define OPT_FAULT_PREFIX (1u << 4) /* --device-type: a "fault:" prefix sets device_fault */
 
 typedef struct spw_option {
 	const char *name;
@@ -68,10 +70,11 @@ typedef struct spw_option {
 
 static const char *const loglevel_names[] = { "debug", "verbose", "notice", "warning", NULL };
 static const char *const device_type_names[] = { "default", "native", "randomaccess", "filestream",
-                                                 "azurestorage", "localmemory", "null", NULL };
+                                                 "azurestorage", "localmemory", "null", "posix", NULL };
 static const char *const device_io_names[] = { "default", "libaio", "uring", NULL };
 
 static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
+static void apply_device_fault(void) { server_device_fault_apply(); }
 
 #define FIELD(f) offsetof(spw_config, f), sizeof(((spw_config *)0)->f)
 #define NOFIELD 0, 0
@@ -120,23 +123,31 @@ static const spw_option options[] = {
 	  "hash index size (64-byte buckets of 7 entries; about 16 bytes per key)" },
 	{ "mutable-percent", NULL, OPT_INT, 0, 0, 100, "90", FIELD(mutable_percent), NULL, NULL,
 	  "percent of the in-memory log that is updated in place" },
-	/* Storage tier (Garnet's flags): stored now, used by the device tier. */
+	/* Storage tier (Garnet's flags; server.c tier_open maps them onto the device). */
 	{ "storage-tier", NULL, OPT_BOOL, OPT_TIER, 0, 0, "no", FIELD(storage_tier), NULL, NULL,
-	  "spill the log to a device when memory fills" },
+	  "spill the log to a device: --memory becomes a window over a log on the device" },
 	{ "logdir", NULL, OPT_STRING, OPT_TIER, 0, 0, "", FIELD(logdir), NULL, NULL,
-	  "directory of the log's segment files (empty = dir)" },
+	  "existing, writable directory of the log's segment files, in <logdir>/Store (empty = --dir)" },
 	{ "segment", NULL, OPT_SIZE, OPT_TIER, 1 * MB, LLONG_MAX, "1g", FIELD(segment_bytes), NULL, NULL,
-	  "size of one log segment file" },
-	{ "device-type", NULL, OPT_ENUM, OPT_TIER, 0, 0, "default", FIELD(device_type), device_type_names,
-	  NULL, "default, native, randomaccess, filestream, azurestorage, localmemory or null" },
+	  "size of one log segment file, a power of two" },
+	{ "device-type", NULL, OPT_ENUM, OPT_TIER | OPT_FAULT_PREFIX, 0, 0, "default", FIELD(device_type),
+	  device_type_names, NULL,
+	  "native (= default: io_uring or libaio, O_DIRECT), localmemory, posix (pread/pwrite; also "
+	  "randomaccess and filestream); a fault: prefix wraps one in the fault injector (tests)" },
 	{ "device-io-backend", NULL, OPT_ENUM, OPT_TIER, 0, 0, "default", FIELD(device_io_backend),
-	  device_io_names, NULL, "native device backend: default (= libaio), libaio or uring" },
+	  device_io_names, NULL, "native device backend: default (uring when the kernel allows it, "
+	  "else libaio), libaio or uring" },
 	{ "device-throttle-limit", NULL, OPT_INT, OPT_TIER, 0, 65536, "0", FIELD(device_throttle_limit),
-	  NULL, NULL, "IOs in flight per device (0 = the device's default)" },
-	{ "device-completion-threads", NULL, OPT_INT, OPT_TIER, 1, 64, "4",
-	  FIELD(device_completion_threads), NULL, NULL, "IO completion threads of the native device" },
+	  NULL, NULL, "IOs in flight on the device, and each worker's device queue depth (0 = 4096 on the device, 1024 per worker)" },
+	{ "device-completion-threads", NULL, OPT_INT, OPT_TIER, 0, 64, "4",
+	  FIELD(device_completion_threads), NULL, NULL,
+	  "copy threads of the localmemory device (0 = the submitting worker copies)" },
 	{ "initial-io-record-size", NULL, OPT_SIZE, OPT_TIER, 64, 1 * GB, "128",
-	  FIELD(initial_io_record_size), NULL, NULL, "bytes read first for a record on the device" },
+	  FIELD(initial_io_record_size), NULL, NULL,
+	  "bytes read first for a record on the device (rounded up to sectors)" },
+	{ "device-fault", NULL, OPT_FAULT, OPT_TIER | OPT_MUTABLE, 0, 0, "", FIELD(device_fault_spec), NULL,
+	  apply_device_fault, "arm the fault injector of --device-type fault:<type>: \"[read|write|any] "
+	  "[N] [once|sticky] [eio|enospc|short|torn]\" fails the Nth IO (\"\" or off disarms)" },
 	/* Reported for tools that ask; this server has no RDB/AOF and no eviction. */
 	{ "save", NULL, OPT_CONST, OPT_MULTIARG, 0, 0, "", NOFIELD, NULL, NULL,
 	  "read-only: no snapshots (\"\")" },
@@ -243,6 +254,14 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		((char *)field_ptr(cfg, o))[n] = '\0';
 		return 0;
 	case OPT_ENUM:
+		if (o->flags & OPT_FAULT_PREFIX) {
+			bool fault = n >= 6 && strncasecmp(v, "fault:", 6) == 0;
+			cfg->device_fault = fault;
+			if (fault) {
+				v += 6;
+				n -= 6;
+			}
+		}
 		for (int i = 0; o->names[i]; i++) {
 			if (name_eq(v, n, o->names[i])) {
 				*(int *)field_ptr(cfg, o) = i;
@@ -260,9 +279,78 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			return 0;
 		snprintf(err, errlen, "not supported by this server (the value is always '%s')", o->def);
 		return -EINVAL;
+	case OPT_FAULT: {
+		dev_fault_spec spec;
+		char text[sizeof(cfg->device_fault_spec)];
+		if (n >= sizeof(text)) {
+			snprintf(err, errlen, "argument is too long (at most %zu bytes)", sizeof(text) - 1);
+			return -EINVAL;
+		}
+		memcpy(text, v, n);
+		text[n] = '\0';
+		if (config_device_fault_parse(text, &spec, err, errlen) < 0)
+			return -EINVAL;
+		/* Running: only a fault device can be armed. At start-up server_main checks it. */
+		if (g_srv.dev && !(g_srv.dev->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
+			snprintf(err, errlen, "the device is not a fault injector (start with --device-type "
+			         "fault:<type>)");
+			return -EINVAL;
+		}
+		memcpy(field_ptr(cfg, o), text, n + 1);
+		return 0;
+	}
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
+}
+
+int config_device_fault_parse(const char *spec, dev_fault_spec *out, char *why, size_t whylen)
+{
+	char copy[256], *save = NULL;
+	bool any = false;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(copy, sizeof(copy), "%s", spec);
+	out->kind = DEV_FAULT_ERROR;
+	out->err = -EIO;
+	out->nth = 1;
+	out->ops = 1u << DEV_OP_READ;
+	for (char *w = strtok_r(copy, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+		long long nth;
+		any = true;
+		if (!strcasecmp(w, "off") || !strcasecmp(w, "none")) {
+			out->kind = DEV_FAULT_NONE;
+		} else if (!strcasecmp(w, "read") || !strcasecmp(w, "reads")) {
+			out->ops = 1u << DEV_OP_READ;
+		} else if (!strcasecmp(w, "write") || !strcasecmp(w, "writes")) {
+			out->ops = 1u << DEV_OP_WRITE;
+		} else if (!strcasecmp(w, "any")) {
+			out->ops = 0;
+		} else if (!strcasecmp(w, "once")) {
+			out->sticky = false;
+		} else if (!strcasecmp(w, "sticky")) {
+			out->sticky = true;
+		} else if (!strcasecmp(w, "eio")) {
+			out->kind = DEV_FAULT_ERROR;
+			out->err = -EIO;
+		} else if (!strcasecmp(w, "enospc")) {
+			out->kind = DEV_FAULT_ERROR;
+			out->err = -ENOSPC;
+		} else if (!strcasecmp(w, "short")) {
+			out->kind = DEV_FAULT_SHORT_READ;
+		} else if (!strcasecmp(w, "torn")) {
+			out->kind = DEV_FAULT_TORN_WRITE;
+		} else if (spw_parse_ll(w, strlen(w), &nth) && nth >= 1) {
+			out->nth = (uint64_t)nth;
+		} else {
+			snprintf(why, whylen, "'%s' is not one of read, write, any, a count >= 1, once, sticky, "
+			         "eio, enospc, short, torn, off", w);
+			return -EINVAL;
+		}
+	}
+	if (!any)
+		out->kind = DEV_FAULT_NONE;
+	return 0;
 }
 
 /* Format an option's current value as CONFIG GET shows it. Returns buf. */
@@ -276,8 +364,14 @@ static const char *option_format(const spw_option *o, char *buf, size_t cap)
 		snprintf(buf, cap, "%llu", (unsigned long long)__atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED));
 		return buf;
 	case OPT_STRING: snprintf(buf, cap, "%s", (const char *)p); return buf;
-	case OPT_ENUM: return o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)];
+	case OPT_ENUM:
+		if ((o->flags & OPT_FAULT_PREFIX) && g_cfg.device_fault) {
+			snprintf(buf, cap, "fault:%s", o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)]);
+			return buf;
+		}
+		return o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)];
 	case OPT_CONST: return o->def;
+	case OPT_FAULT: snprintf(buf, cap, "%s", (const char *)p); return buf;
 	}
 	return "";
 }
@@ -292,7 +386,8 @@ static void option_publish(const spw_option *o, const spw_config *src)
 	case OPT_ENUM: __atomic_store_n((int *)d, *(const int *)s, __ATOMIC_RELAXED); break;
 	case OPT_SIZE: __atomic_store_n((uint64_t *)d, *(const uint64_t *)s, __ATOMIC_RELAXED); break;
 	case OPT_BOOL: __atomic_store_n((bool *)d, *(const bool *)s, __ATOMIC_RELAXED); break;
-	case OPT_STRING: memcpy(d, s, o->size); break;
+	case OPT_STRING:
+	case OPT_FAULT: memcpy(d, s, o->size); break;   /* not read on the request path */
 	case OPT_CONST: break;
 	}
 }
@@ -493,6 +588,7 @@ void config_print_help(void)
 		case OPT_STRING: type = "<string>"; break;
 		case OPT_ENUM: type = "<name>"; break;
 		case OPT_CONST: type = "<fixed>"; break;
+		case OPT_FAULT: type = "<spec>"; break;
 		}
 		snprintf(buf, sizeof(buf), "--%s %s", o->name, type);
 		printf("  %-36s %s", buf, o->help);
@@ -500,7 +596,7 @@ void config_print_help(void)
 			printf(" [%lld..%lld]", o->min, o->max);
 		if (!strcmp(o->name, "threads"))
 			printf(" (default: 0 = %ld here)", ncpu > 0 ? ncpu : 1);
-		else if (o->type == OPT_STRING || o->type == OPT_CONST)
+		else if (o->type == OPT_STRING || o->type == OPT_CONST || o->type == OPT_FAULT)
 			printf(" (default: \"%s\")", o->def);
 		else
 			printf(" (default: %s)", o->def);
@@ -534,6 +630,24 @@ static int config_check(void)
 		fprintf(stderr, "spillway: bad value for --memory '%llu': must hold at least 2 pages of "
 		        "--page %llu\n", (unsigned long long)g_cfg.memory_bytes,
 		        (unsigned long long)g_cfg.page_bytes);
+		return -EINVAL;
+	}
+	if (g_cfg.storage_tier && g_cfg.memory_bytes < TIER_MIN_PAGES * g_cfg.page_bytes) {
+		fprintf(stderr, "spillway: bad value for --memory '%llu': with --storage-tier it must hold at "
+		        "least %d pages of --page %llu (one being filled, one being flushed, one being read "
+		        "and one to evict)\n", (unsigned long long)g_cfg.memory_bytes, TIER_MIN_PAGES,
+		        (unsigned long long)g_cfg.page_bytes);
+		return -EINVAL;
+	}
+	if (g_cfg.segment_bytes & (g_cfg.segment_bytes - 1)) {
+		fprintf(stderr, "spillway: bad value for --segment '%llu': must be a power of two\n",
+		        (unsigned long long)g_cfg.segment_bytes);
+		return -EINVAL;
+	}
+	if (g_cfg.storage_tier && (g_cfg.device_type == SPW_DEVICE_TYPE_AZURESTORAGE ||
+	                           g_cfg.device_type == SPW_DEVICE_TYPE_NULL)) {
+		fprintf(stderr, "spillway: bad value for --device-type '%s': not supported (native, "
+		        "localmemory or posix)\n", device_type_names[g_cfg.device_type]);
 		return -EINVAL;
 	}
 	if (g_cfg.bind[0] == '\0') {

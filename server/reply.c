@@ -6,10 +6,16 @@
  *     worker (no shared counter). command_dispatch() compares that count before and after a
  *     handler to count the command's failed_calls, so handlers need not know about stats.
  *  2. Store errors get texts that say what to do: the log is full because there is no storage
- *     tier yet (raise --memory), a value does not fit a page (raise --page).
+ *     tier (raise --memory, or run with --storage-tier), a value does not fit (a record may span
+ *     pages but not exceed the memory region: raise --memory).
+ *  3. With the storage tier, a device read that failed reaches the one client whose command
+ *     needed it, as "-ERR IO error ..." (the server and other clients go on), and counts in INFO
+ *     stats (tier_io_error_replies). A store in its sticky error state (a page write to the device
+ *     failed) refuses writes with "-ERR store error state ...", as INFO store shows.
  */
 #include "server/server_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,10 +59,31 @@ void reply_err_store(client *c, int err)
 {
 	switch (err) {
 	case SPW_E_LOG_FULL:
-		reply_error(c, "OOM log memory full: no storage tier to spill to (raise --memory)");
+		reply_error(c, g_srv.dev ? "OOM log memory full: the device cannot take pages fast enough "
+		                           "(raise --memory)"
+		                         : "OOM log memory full: no storage tier to spill to (raise --memory, "
+		                           "or run with --storage-tier)");
+		break;
+	case SPW_E_STORE_ERROR:
+		c->w->stats.io_errors++;
+		reply_error(c, "ERR store error state: a write to the storage device failed, writes are "
+		               "refused (see INFO store)");
+		break;
+	case SPW_E_CORRUPT:
+		c->w->stats.io_errors++;
+		reply_error(c, "ERR IO error: a record read from the storage device is corrupt");
+		break;
+	case -EIO:
+	case -ENODATA:
+	case -ENXIO:
+	case -EBADF:
+		c->w->stats.io_errors++;
+		reply_errorf(c, "ERR IO error on the storage device: %s", spw_strerror(err));
 		break;
 	case SPW_E_TOO_BIG:
-		reply_error(c, "ERR value too large for the log page (raise --page)");
+		reply_errorf(c, "ERR value too large: the log stores at most %llu bytes of key and value in "
+		             "one record (raise --memory)",
+		             (unsigned long long)hlog_max_record_payload(g_srv.store));
 		break;
 	case SPW_E_NOT_INT:
 		reply_err_not_int(c);

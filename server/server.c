@@ -2,8 +2,9 @@
  * server.c - start-up, workers, event loops and connections.
  *
  * Sections: start-up and shutdown (server_main) / workers (threads, event loop, timed work) /
- * connections (accept, read, parse and dispatch, write, close) / reply chunk pool / cross-worker
- * requests (CLIENT KILL, CLIENT LIST, shutdown) / CLIENT LIST lines.
+ * connections (accept, read, parse and dispatch, write, close) / reply chunk pool / storage tier
+ * (parking and resuming clients, opening the device) / cross-worker requests (CLIENT KILL, CLIENT
+ * LIST, shutdown) / CLIENT LIST lines.
  *
  * Design notes:
  *  1. --threads N workers. Each is one thread with its own epoll fd, its own listening socket(s)
@@ -54,6 +55,42 @@
  * 10. Stats are per worker and written only by their worker (no shared counter on the request
  *     path); INFO sums them with relaxed loads. The only shared atomics touched per connection are
  *     g_srv.nclients (maxclients) and g_srv.next_client_id.
+ *
+ * The storage tier (--storage-tier; tier_open maps Garnet's flags onto device/device.h):
+ * 11. Each worker attaches its hlog session on its own thread (hlog_session_attach: the session's
+ *     device queue belongs to that thread) and puts hlog_session_fd in its epoll set, so one
+ *     epoll_wait sleeps on sockets and device completions together. Every pass calls
+ *     hlog_session_poll once after the sockets were served: that one call submits every read the
+ *     pass queued (one system call for all of them), reaps completions and runs the store's ready
+ *     callbacks. A worker sleeps (epoll timeout -1) only when nothing is left to submit and no
+ *     client is ready to resume; while clients are parked and the session has nothing in flight
+ *     (reads refused by the device's throttle, a flush another session must finish) it sleeps at
+ *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost.
+ *     Completions are reaped only by the worker that queued the reads (its own queue).
+ * 12. A client's life around a pending read:
+ *
+ *       running --HLOG_PENDING--> parked --ready callback--> resume list --re-run--> running
+ *                (reply_pending)  (io_wait)  (in poll)       (in_resume)  (same      (release)
+ *                                    |                                     request)
+ *                                    +-- closed --> release (its reads complete unseen), freed
+ *
+ *     Parking (command_dispatch, client_park): the handler returned without a reply and without
+ *     changing the store (multi-key commands prefetch every key first, and keep in c->resume what
+ *     they did if a later step still parks). Whatever it wrote to c->out is rolled back and its
+ *     stats undone, rpos stays at the start of the request and the parser is reset, so the read
+ *     buffer may be compacted or grown meanwhile: the re-run parses the request again from its
+ *     bytes. No later request of that client runs and the client is not read (EPOLLIN is dropped
+ *     the first time it fires), so its replies stay in request order; every other connection of
+ *     the worker goes on. The ready callback only links the client on the resume list (callbacks
+ *     run inside the store); after hlog_session_poll returns, worker_resume re-runs each request
+ *     (now served from the session's fetch cache), calls hlog_session_release for it and goes on
+ *     with the client's pipeline. A re-run may park again (a record evicted meanwhile).
+ * 13. The op_ctx the store tags reads with is the client pointer. A client closed while parked
+ *     is released before it is freed: hlog_session_release forgets the op, and its reads still in
+ *     flight complete without a ready callback (log/hlog.h), so a later client allocated at the
+ *     same address never receives a stale callback. A client on the resume list is unlinked first.
+ *     A ready callback for a client that is not parked (an op that failed after queuing reads, or
+ *     a second callback for an op already re-run) only releases it.
  */
 #include "server/server.h"
 #include "server/server_int.h"
@@ -73,8 +110,11 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "device/device.h"
 
 server_state g_srv;
 
@@ -93,6 +133,9 @@ server_state g_srv;
 #define SHUTDOWN_DRAIN_MS   2000
 #define LISTEN_BACKLOG      511
 #define MAX_BIND            ((int)SPW_ARRAY_LEN(((worker *)0)->listen_fds))
+#define TIER_TICK_MS        1             /* longest sleep while parked clients wait on others */
+#define TIER_POLL_ROUNDS    4             /* poll/resume rounds per pass before yielding to epoll */
+#define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
 
 /* The worker running on this thread (NULL elsewhere). */
 static __thread worker *tl_worker;
@@ -100,6 +143,7 @@ static _Atomic int start_failed;
 
 static void client_free(worker *w, client *c);
 static void client_process_input(worker *w, client *c);
+static void client_tier_forget(worker *w, client *c);
 
 /* ---------------- reply chunk pool ---------------- */
 
@@ -188,7 +232,8 @@ void client_close_async(client *c)
 static void client_events_update(worker *w, client *c)
 {
 	uint32_t want = 0;
-	if (!(c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) && !w->stopping)
+	if (!(c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_PARKED)) &&
+	    !w->stopping)
 		want |= EPOLLIN;
 	if (c->out.bytes)
 		want |= EPOLLOUT;
@@ -306,7 +351,142 @@ static void client_free(worker *w, client *c)
 	w->buf_bytes -= (int64_t)c->rcap;
 	free(c->rbuf);
 	resp_parser_fini(&c->parser);
+	if (SPW_UNLIKELY(c->io_wait || c->op_held || c->in_resume))
+		client_tier_forget(w, c);
 	free(c);
+}
+
+/* ---------------- storage tier: parking and resuming (notes 11-13) ---------------- */
+
+/* c is being freed (note 13): off the resume list, and the store forgets its op. */
+static void client_tier_forget(worker *w, client *c)
+{
+	if (c->in_resume) {
+		client *prev = NULL;
+		for (client *p = w->resume_head; p; prev = p, p = p->resume_next) {
+			if (p != c)
+				continue;
+			if (prev)
+				prev->resume_next = c->resume_next;
+			else
+				w->resume_head = c->resume_next;
+			if (w->resume_tail == c)
+				w->resume_tail = prev;
+			break;
+		}
+		c->in_resume = false;
+	}
+	if (c->io_wait) {
+		c->io_wait = false;
+		w->nparked--;
+	}
+	hlog_session_release(w->sess, c);
+	c->op_held = false;
+}
+
+void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes)
+{
+	resp_chunk *drop;
+	if (tail) {
+		drop = tail->next;
+		tail->next = NULL;
+		tail->len = tail_len;
+		c->out.tail = tail;
+	} else {
+		drop = c->out.head;
+		c->out.head = c->out.tail = NULL;
+	}
+	c->out.bytes = bytes;
+	chunk_release_list(c->w, drop);
+}
+
+/* The command just dispatched returned HLOG_PENDING (command_dispatch already undid its traces). */
+static void client_park(worker *w, client *c)
+{
+	resp_parser_reset(&c->parser);   /* the request is parsed again from rpos on resume */
+	if (!c->io_wait) {
+		c->io_wait = true;
+		w->nparked++;
+	}
+	c->op_held = true;
+	w->io_dirty = true;
+}
+
+/* The command that parked has now completed: the store may drop what it fetched for it. */
+static void client_op_done(worker *w, client *c)
+{
+	hlog_session_release(w->sess, c);
+	c->op_held = false;
+	memset(&c->resume, 0, sizeof(c->resume));
+}
+
+/* The store's ready callback (inside hlog_session_poll, on this worker's thread): every read of
+ * op_ctx is done. Only links the client; worker_resume runs it after the poll returns. */
+static void worker_op_ready(void *cb_arg, void *op_ctx)
+{
+	worker *w = cb_arg;
+	client *c = op_ctx;
+	if (!c || c->in_resume)
+		return;
+	c->in_resume = true;
+	c->resume_next = NULL;
+	if (w->resume_tail)
+		w->resume_tail->resume_next = c;
+	else
+		w->resume_head = c;
+	w->resume_tail = c;
+}
+
+/* Re-run the request of every client on the resume list, then the rest of its pipeline. The list
+ * is taken whole: clients that park again wait for the next poll. */
+static void worker_resume(worker *w)
+{
+	client *c = w->resume_head;
+	w->resume_head = w->resume_tail = NULL;
+	while (c) {
+		client *next = c->resume_next;
+		c->resume_next = NULL;
+		c->in_resume = false;
+		if (c->io_wait) {
+			c->io_wait = false;
+			w->nparked--;
+		}
+		if (!(c->flags & CLIENT_PARKED)) {
+			/* Reads nobody waits for (a command that failed after queuing some): let the store
+			 * forget them. */
+			client_op_done(w, c);
+		} else {
+			c->flags &= ~CLIENT_PARKED;
+			pending_add(w, c);   /* EPOLLIN comes back in pending_flush */
+			client_process_input(w, c);
+		}
+		c = next;
+	}
+}
+
+/* Submit queued reads, reap, resume the clients that became ready; a few rounds, since resumed
+ * requests may queue new reads. Runs with the session protected. */
+static void worker_io_pass(worker *w)
+{
+	for (int round = 0; round < TIER_POLL_ROUNDS; round++) {
+		w->io_dirty = false;
+		hlog_session_poll(w->sess);
+		if (!w->resume_head)
+			return;
+		worker_resume(w);
+		if (!w->io_dirty && !w->resume_head)
+			return;
+	}
+	w->io_dirty = true;   /* not submitted yet: the next epoll_wait must not sleep */
+}
+
+/* The session's completion fd fired: consume its count (eventfd protocol: read, then reap). */
+static void worker_io_event(worker *w)
+{
+	uint64_t v;
+	ssize_t r = read(w->io_fd, &v, sizeof(v));
+	(void)r;
+	w->io_dirty = true;
 }
 
 /* ---------------- accept ---------------- */
@@ -401,8 +581,10 @@ static void client_process_input(worker *w, client *c)
 {
 	uint64_t pause = __atomic_load_n(&g_cfg.output_pause_bytes, __ATOMIC_RELAXED);
 	w->cmd_clock = server_ticks();
+	if (w->tier)
+		hlog_session_set_op(w->sess, c);   /* reads queued by c's commands carry c (note 12) */
 	while (c->rpos < c->rlen) {
-		if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_READ_PAUSED))
+		if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_READ_PAUSED | CLIENT_PARKED))
 			break;
 		size_t consumed = 0;
 		resp_request req;
@@ -413,6 +595,12 @@ static void client_process_input(worker *w, client *c)
 			command_dispatch(c);
 			c->argc = 0;
 			c->argv = NULL;
+			if (SPW_UNLIKELY(c->flags & CLIENT_PARKED)) {
+				client_park(w, c);   /* rpos stays at the request: it runs again (note 12) */
+				break;
+			}
+			if (SPW_UNLIKELY(c->op_held))
+				client_op_done(w, c);
 			c->rpos += consumed;
 			if (SPW_UNLIKELY(c->out.oom)) {
 				spw_log(SPW_LOG_WARNING, ENOMEM, "Closing client id=%llu addr=%s: reply buffer",
@@ -458,7 +646,7 @@ static void client_process_input(worker *w, client *c)
 
 static void client_read(worker *w, client *c)
 {
-	if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))
+	if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_PARKED))
 		return;
 	for (int k = 0; k < READS_PER_PASS; k++) {
 		if (!rbuf_make_room(w, c)) {
@@ -476,7 +664,7 @@ static void client_read(worker *w, client *c)
 			c->last_ms = w->now_ms;
 			client_process_input(w, c);
 			if ((size_t)n < room || (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY |
-			                                     CLIENT_CLOSE_ASAP)))
+			                                     CLIENT_CLOSE_ASAP | CLIENT_PARKED)))
 				return;
 			continue;
 		}
@@ -624,7 +812,8 @@ static void worker_cron(worker *w)
 	if (timeout > 0) {
 		int64_t limit = (int64_t)timeout * 1000;
 		for (client *c = w->clients; c; c = c->next) {
-			if (!(c->flags & CLIENT_CLOSE_ASAP) && !c->out.bytes && w->now_ms - c->last_ms > limit) {
+			if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PARKED)) && !c->out.bytes &&
+			    w->now_ms - c->last_ms > limit) {
 				spw_log(SPW_LOG_VERBOSE, 0, "Closing idle client id=%llu addr=%s",
 				        (unsigned long long)c->id, c->addr);
 				client_close_async(c);
@@ -641,6 +830,12 @@ static bool worker_has_timed_work(const worker *w)
 
 static int worker_timeout(worker *w)
 {
+	if (w->tier) {
+		if (w->io_dirty || w->resume_head)
+			return 0;   /* reads to submit or clients to resume: do not sleep (note 11) */
+		if (w->nparked && hlog_session_inflight(w->sess) == 0)
+			return TIER_TICK_MS;
+	}
 	if (w->stopping)
 		return 50;
 	if (!worker_has_timed_work(w))
@@ -680,6 +875,27 @@ static void *worker_main(void *arg)
 		server_request_shutdown();
 		return NULL;
 	}
+	if (g_srv.dev) {
+		rc = hlog_session_attach(w->sess, worker_op_ready, w);
+		if (rc < 0) {
+			spw_log(SPW_LOG_WARNING, 0, "Worker %d: cannot attach to the storage device: %s", w->idx,
+			        spw_strerror(rc));
+			hlog_session_close(w->sess);
+			w->sess = NULL;
+			atomic_store(&start_failed, 1);
+			server_request_shutdown();
+			return NULL;
+		}
+		w->tier = true;
+		w->io_fd = hlog_session_fd(w->sess);
+		if (w->io_fd >= 0) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &w->io_fd };
+			if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->io_fd, &ev) < 0) {
+				spw_log(SPW_LOG_WARNING, errno, "Worker %d: epoll_ctl on the device fd", w->idx);
+				w->io_fd = -1;   /* still correct: worker_timeout then ticks while reads wait */
+			}
+		}
+	}
 	w->now_ms = spw_time_ms();
 	w->next_cron_ms = w->now_ms + 1000;
 	for (;;) {
@@ -703,6 +919,10 @@ static void *worker_main(void *arg)
 				worker_wake(w);
 				continue;
 			}
+			if (p == &w->io_fd) {
+				worker_io_event(w);
+				continue;
+			}
 			if ((int *)p >= &w->listen_fds[0] && (int *)p < &w->listen_fds[MAX_BIND]) {
 				if (!w->stopping)
 					accept_all(w, *(int *)p);
@@ -714,9 +934,11 @@ static void *worker_main(void *arg)
 			if (c->flags & CLIENT_CLOSE_ASAP)
 				continue;
 			if (e & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-				if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY)) {
+				if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_PARKED)) {
 					if (e & (EPOLLHUP | EPOLLERR))
 						client_close_async(c);   /* nobody left to read the replies */
+					else if (c->flags & CLIENT_PARKED)
+						pending_add(w, c);       /* drop EPOLLIN until it resumes (note 12) */
 				} else {
 					client_read(w, c);
 				}
@@ -724,6 +946,8 @@ static void *worker_main(void *arg)
 			if (e & EPOLLOUT)
 				pending_add(w, c);
 		}
+		if (w->tier)
+			worker_io_pass(w);
 		if (SPW_UNLIKELY(atomic_load_explicit(&g_srv.shutdown, memory_order_relaxed)) && !w->stopping)
 			worker_stop_begin(w);
 		hlog_session_unprotect(w->sess);
@@ -736,7 +960,7 @@ static void *worker_main(void *arg)
 	}
 	while (w->clients)
 		client_free(w, w->clients);
-	hlog_session_close(w->sess);
+	hlog_session_close(w->sess);   /* on this thread: it closes the device queue (hlog.h) */
 	w->sess = NULL;
 	return NULL;
 }
@@ -836,6 +1060,8 @@ size_t client_info_format(const client *c, char *buf, size_t cap)
 		flags[fl++] = 'A';
 	if (cflags & CLIENT_CLOSE_AFTER_REPLY)
 		flags[fl++] = 'c';
+	if (cflags & CLIENT_PARKED)
+		flags[fl++] = 'b';   /* as Redis's blocked clients: waiting on the device */
 	if (!fl)
 		flags[fl++] = 'N';
 	flags[fl] = '\0';
@@ -1065,6 +1291,7 @@ static int workers_create(void)
 		w->epfd = -1;
 		w->wake_fd = -1;
 		w->listen_fd = -1;
+		w->io_fd = -1;
 		for (int k = 0; k < MAX_BIND; k++)
 			w->listen_fds[k] = -1;
 		pthread_mutex_init(&w->clients_lock, NULL);
@@ -1112,6 +1339,103 @@ static void workers_destroy(void)
 	free(g_srv.workers);
 	g_srv.workers = NULL;
 	g_srv.nworkers = 0;
+}
+
+/* ---------------- storage tier: the device ---------------- */
+
+/*
+ * Open the device of --storage-tier (note 11). Garnet's flags map as follows:
+ *   --device-type default/native  -> "native": io_uring when the kernel allows it, else libaio
+ *                                    (--device-io-backend picks one); O_DIRECT segment files
+ *                 localmemory     -> "localmemory" (--device-completion-threads copy threads)
+ *                 posix, randomaccess, filestream -> "posix" (pread/pwrite, no O_DIRECT needed)
+ *                 fault:<type>    -> the fault injector around <type> (CONFIG SET device-fault)
+ *   --logdir (default: --dir)     -> segment files in <logdir>/Store; the directory must exist
+ *   --segment                     -> segment file size
+ *   --device-throttle-limit       -> IOs in flight on the device, and each worker's queue depth
+ *                                    (default: the device's 4096, with TIER_QUEUE_DEFAULT per worker)
+ * Refusals (no io_uring, no O_DIRECT) stop start-up with the device's reason; nothing falls back
+ * silently. 0, or -errno after printing a message that names the flag.
+ */
+static int tier_open(dev **out)
+{
+	const char *dir = g_cfg.logdir[0] ? g_cfg.logdir : g_cfg.dir;
+	const char *flag = g_cfg.logdir[0] ? "--logdir" : "--dir (the default --logdir)";
+	const char *base = "native", *io = NULL;
+	char type[64], err[512] = "";
+	struct stat st;
+	dev_config dc;
+	dev *d = NULL;
+
+	*out = NULL;
+	int serr = stat(dir, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (serr) {
+		fprintf(stderr, "spillway: bad value for %s '%s': %s (the storage tier's segment files go to "
+		        "<logdir>/Store, in an existing directory)\n", flag, dir, strerror(serr));
+		return -serr;
+	}
+	if (access(dir, W_OK | X_OK) < 0) {
+		fprintf(stderr, "spillway: bad value for %s '%s': not writable: %s\n", flag, dir, strerror(errno));
+		return -EACCES;
+	}
+	switch (g_cfg.device_type) {
+	case SPW_DEVICE_TYPE_LOCALMEMORY: base = "localmemory"; break;
+	case SPW_DEVICE_TYPE_POSIX:
+	case SPW_DEVICE_TYPE_RANDOMACCESS:
+	case SPW_DEVICE_TYPE_FILESTREAM: base = "posix"; break;
+	default: base = "native"; break;
+	}
+	if (g_cfg.device_io_backend == SPW_DEVICE_IO_URING)
+		io = "uring";
+	else if (g_cfg.device_io_backend == SPW_DEVICE_IO_LIBAIO)
+		io = "libaio";
+	snprintf(type, sizeof(type), "%s%s", g_cfg.device_fault ? "fault:" : "", base);
+
+	dev_config_init(&dc);
+	dc.type = type;
+	dc.io_backend = io;
+	dc.dir = dir;
+	dc.segment_bytes = g_cfg.segment_bytes;
+	if (g_cfg.device_throttle_limit > 0) {
+		dc.throttle_limit = (uint32_t)g_cfg.device_throttle_limit;
+		dc.queue_depth = (uint32_t)g_cfg.device_throttle_limit;
+	} else {
+		dc.queue_depth = TIER_QUEUE_DEFAULT;
+	}
+	dc.completion_threads = g_cfg.device_completion_threads;
+	dc.allow_fallback = false;
+	int rc = dev_open(&dc, &d, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "spillway: cannot open the storage device (--device-type %s%s%s --logdir %s): "
+		        "%s\n", type, io ? " --device-io-backend " : "", io ? io : "", dir,
+		        err[0] ? err : spw_strerror(rc));
+		return rc;
+	}
+	if (g_cfg.page_bytes < d->sector_bytes || g_cfg.page_bytes % d->sector_bytes) {
+		fprintf(stderr, "spillway: bad value for --page '%llu': smaller than the device's sector of %u "
+		        "bytes (%s in %s)\n", (unsigned long long)g_cfg.page_bytes, d->sector_bytes, d->name,
+		        dir);
+		dev_close(d);
+		return -EINVAL;
+	}
+	spw_log(SPW_LOG_NOTICE, 0, "Storage tier: %s device in %s/Store (sector %u bytes, segment %llu bytes, "
+	        "%u IOs in flight at most, queue depth %u per worker)", d->name, dir, d->sector_bytes,
+	        (unsigned long long)d->segment_bytes, d->throttle_limit, d->queue_depth);
+	*out = d;
+	return 0;
+}
+
+void server_device_fault_apply(void)
+{
+	dev_fault_spec spec;
+	char why[256];
+	if (!g_srv.dev || !(g_srv.dev->caps & DEV_CAP_FAULT))
+		return;
+	if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
+		return;   /* checked when it was set */
+	int rc = dev_fault_set(g_srv.dev, &spec);
+	spw_log(SPW_LOG_NOTICE, rc, "Device fault injector %s: '%s'", rc ? "refused" : "armed",
+	        g_cfg.device_fault_spec);
 }
 
 static void run_id_init(void)
@@ -1165,19 +1489,41 @@ int server_main(int argc, char **argv)
 	        "Warning: no config file specified, using the default config.");
 	raise_fd_limit();
 
+	if (g_cfg.storage_tier) {
+		if (tier_open(&g_srv.dev) < 0)
+			return 1;
+		dev_fault_spec spec;
+		char why[256];
+		if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) == 0 &&
+		    spec.kind != DEV_FAULT_NONE && !(g_srv.dev->caps & DEV_CAP_FAULT)) {
+			fprintf(stderr, "spillway: bad value for --device-fault '%s': the device is not a fault "
+			        "injector (use --device-type fault:<type>)\n", g_cfg.device_fault_spec);
+			dev_close(g_srv.dev);
+			g_srv.dev = NULL;
+			return 1;
+		}
+		server_device_fault_apply();
+	} else if (g_cfg.device_fault_spec[0]) {
+		fprintf(stderr, "spillway: --device-fault needs --storage-tier and --device-type fault:<type>\n");
+		return 1;
+	}
 	hlog_config hc = {
 		.memory_bytes = g_cfg.memory_bytes,
 		.page_bytes = g_cfg.page_bytes,
 		.index_bytes = g_cfg.index_bytes,
 		.mutable_percent = g_cfg.mutable_percent,
 		.max_sessions = g_cfg.threads,
+		.dev = g_srv.dev,
+		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
 	};
 	rc = hlog_open(&g_srv.store, &hc);
 	if (rc < 0) {
 		fprintf(stderr, "spillway: cannot open the store (--memory %llu --page %llu --index %llu "
-		        "--mutable-percent %d): %s\n", (unsigned long long)g_cfg.memory_bytes,
+		        "--mutable-percent %d%s): %s\n", (unsigned long long)g_cfg.memory_bytes,
 		        (unsigned long long)g_cfg.page_bytes, (unsigned long long)g_cfg.index_bytes,
-		        g_cfg.mutable_percent, spw_strerror(rc));
+		        g_cfg.mutable_percent, g_srv.dev ? " --storage-tier" : "", spw_strerror(rc));
+		dev_close(g_srv.dev);
+		g_srv.dev = NULL;
 		return 1;
 	}
 	int exit_code = 1;
@@ -1226,5 +1572,7 @@ out:
 	workers_destroy();
 	hlog_close(g_srv.store);
 	g_srv.store = NULL;
+	dev_close(g_srv.dev);   /* after the log: it flushes through the device as it closes */
+	g_srv.dev = NULL;
 	return exit_code;
 }

@@ -39,12 +39,13 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
-	/* Garnet's storage-tier flags: accepted and stored so Garnet command lines work; they take
-	 * effect with the storage tier. */
+	/* Garnet's storage-tier flags (see tier_open in server.c for how they map to the device). */
 	bool storage_tier;            /* --storage-tier */
-	char logdir[1024];            /* --logdir: segment files; "" = dir */
+	char logdir[1024];            /* --logdir: segment files go to <logdir>/Store; "" = dir */
 	uint64_t segment_bytes;       /* --segment */
 	int device_type;              /* --device-type: SPW_DEVICE_TYPE_* */
+	bool device_fault;            /* --device-type fault:<type>: the fault-injecting wrapper */
+	char device_fault_spec[128];  /* device-fault: arms the wrapper (CONFIG SET, tests) */
 	int device_io_backend;        /* --device-io-backend: SPW_DEVICE_IO_* */
 	int device_throttle_limit;    /* --device-throttle-limit: IOs in flight, 0 = the device's default */
 	int device_completion_threads; /* --device-completion-threads */
@@ -56,6 +57,7 @@ enum {
 	SPW_DEVICE_TYPE_DEFAULT, SPW_DEVICE_TYPE_NATIVE, SPW_DEVICE_TYPE_RANDOMACCESS,
 	SPW_DEVICE_TYPE_FILESTREAM, SPW_DEVICE_TYPE_AZURESTORAGE, SPW_DEVICE_TYPE_LOCALMEMORY,
 	SPW_DEVICE_TYPE_NULL,
+	SPW_DEVICE_TYPE_POSIX,        /* Spillway's own: pread/pwrite on a thread (no O_DIRECT needed) */
 };
 /* --device-io-backend values. */
 enum { SPW_DEVICE_IO_DEFAULT, SPW_DEVICE_IO_LIBAIO, SPW_DEVICE_IO_URING };
@@ -81,6 +83,15 @@ void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void 
 int config_rewrite(char *err, size_t errlen);
 /* Reset g_cfg to the table's defaults (config_load does this first). */
 void config_defaults(void);
+/* With --storage-tier, --memory must hold at least this many --page pages. */
+#define TIER_MIN_PAGES 4
+struct dev_fault_spec;
+/* Parse a device-fault spec ("[read|write|any] [N] [once|sticky] [eio|enospc|short|torn]", "" or
+ * "off" = disarm) into *out. 0, or -EINVAL with the reason in why. */
+int config_device_fault_parse(const char *spec, struct dev_fault_spec *out /* out */, char *why,
+                              size_t whylen);
+/* Arm (or disarm) the fault device from g_cfg.device_fault_spec; nothing without one (server.c). */
+void server_device_fault_apply(void);
 
 /* ---------------- workers and clients (server.c) ---------------- */
 
@@ -90,6 +101,15 @@ typedef struct client client;
 #define CLIENT_CLOSE_AFTER_REPLY (1u << 0)   /* QUIT, protocol error: close once replies are out */
 #define CLIENT_CLOSE_ASAP        (1u << 1)   /* CLIENT KILL, query buffer limit: close now */
 #define CLIENT_READ_PAUSED       (1u << 2)   /* back-pressure: not reading until replies drain */
+#define CLIENT_PARKED            (1u << 3)   /* a command waits on the device (reply_pending) */
+
+/* What a parked multi-key command had done before it parked, so that its re-run goes on from there
+ * instead of repeating a mutation (server.c note 12). Zero unless the command parked. */
+typedef struct client_resume {
+	int stage;
+	int idx;
+	long long acc;
+} client_resume;
 
 struct client {
 	int fd;
@@ -117,6 +137,12 @@ struct client {
 	uint32_t ev;                  /* events registered with epoll (EPOLLIN/EPOLLOUT) */
 	_Atomic bool kill_mark;       /* CLIENT KILL from another worker: the owner closes it */
 	uint32_t cfg_version;         /* g_cfg_version its parser limits were taken from */
+	/* Storage tier (server.c notes 11-13). */
+	client *resume_next;          /* worker's list of clients whose device reads are done */
+	bool in_resume;               /* on that list */
+	bool io_wait;                 /* parked: the store will call the ready callback for it */
+	bool op_held;                 /* the store holds fetched records for it: release when done */
+	client_resume resume;
 };
 
 struct spw_command;
@@ -136,6 +162,8 @@ typedef struct worker_stats {
 	uint64_t *cmd_ticks;          /* per command index: server_ticks() spent (see server_ticks) */
 	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
 	uint64_t reads, writes;       /* read()/writev() calls that moved bytes */
+	uint64_t parked;              /* commands parked on the device (each park counts) */
+	uint64_t io_errors;           /* commands answered with a device IO error */
 } worker_stats;
 
 struct worker {
@@ -168,6 +196,12 @@ struct worker {
 	bool accept_paused;           /* listeners off for a second after EMFILE (cron re-arms) */
 	bool stopping;                /* shutdown seen: not accepting, draining replies */
 	int64_t stop_deadline_ms;
+	/* Storage tier (server.c notes 11-13). */
+	bool tier;                    /* the store has a device: poll the session, park clients */
+	int io_fd;                    /* hlog_session_fd, in the epoll set (-1 when none) */
+	bool io_dirty;                /* reads may be queued and not yet submitted: poll before sleeping */
+	uint32_t nparked;             /* clients waiting on the device (io_wait) */
+	client *resume_head, *resume_tail;   /* ready clients, in completion order */
 };
 
 typedef struct server_state {
@@ -188,6 +222,7 @@ typedef struct server_state {
 	char run_id[41];
 	char config_file_abs[1024];
 	uint64_t start_ticks;         /* server_ticks() at start, with start_mono_ns: calibration */
+	struct dev *dev;              /* the storage tier's device (--storage-tier), else NULL */
 } server_state;
 
 extern server_state g_srv;
@@ -264,6 +299,18 @@ typedef struct spw_command {
 	int nsubcommands;
 	const struct spw_command *parent;
 } spw_command;
+
+/* Park the client: the store answered HLOG_PENDING, so the handler returns without a reply (and
+ * must not have changed the store). The worker runs the same request again once the device reads
+ * are done; what the handler wrote into the reply before is dropped (server.c note 12). */
+static inline void reply_pending(client *c) { c->flags |= CLIENT_PARKED; }
+/* Bring the newest records of argv[first], argv[first+step] ... argv[last] (last < 0: from the end)
+ * into memory or the session's fetch cache, all reads queued together. 0 when every one is there,
+ * HLOG_PENDING when some are being read, or a negative store error. Does nothing (0) without a
+ * storage tier, so multi-key commands pay no extra lookup in memory-only mode. */
+int command_keys_prefetch(client *c, int first, int last, int step);
+/* Drop what was written to c->out after (tail, tail_len, bytes): a parked command's partial reply. */
+void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
 
 /* Look up argv[0] (case-insensitive). NULL when unknown. */
 const spw_command *command_lookup(const char *name, size_t len);
