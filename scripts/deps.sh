@@ -8,7 +8,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config liburing-dev libaio-dev libxxhash-dev libzstd-dev
-      libcmocka-dev redis-server redis-tools procps)
+      libcmocka-dev redis-server redis-tools procps gnuplot-nox)
 
 missing=()
 for p in "${PKGS[@]}"; do

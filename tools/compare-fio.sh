@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# compare-fio.sh - GETs from a device-bound Spillway store next to fio 4 KiB random reads: same file
+# system, same queue depth, same run.
+#
+#   tools/compare-fio.sh [DIR]          (default DIR: /tmp/spw-fiocmp; needs a few GiB free)
+#
+# 1. Starts spillway-server --threads 1 --storage-tier yes with its log in DIR/spw (native device,
+#    O_DIRECT) and a small --memory, and loads FACTOR (50) times --memory of data into it with
+#    spillway-bench, so that almost every GET of a uniformly chosen key reads the device.
+#    INFO store's TailAddress tells the data's real size; the script stops if it is under FACTOR x
+#    --memory.
+# 2. Lays out DIR/fio.dat of the same size on the same file system for fio.
+# 3. For each queue depth QD in QDS and each round, in alternating order:
+#      spillway-bench -s --online --op GET -t 1 --itp QD    (QD GETs in flight on one connection)
+#      fio --rw=randread --bs=4096 --direct=1 --iodepth=QD --ioengine=io_uring|libaio
+#    and prints the medians: GET/s, IOPS, GET/s / IOPS, p99 of both, and the server's CPU per GET.
+# A GET of a record on the device costs at least one device read, so GET/s / IOPS is the fraction of
+# the device's random-read rate that the store delivers as answered requests. Records are KEYLEN +
+# VALLEN + a 16-byte header; with --initial-io-record-size 4k (INITIAL_IO) one 4 KiB read fetches
+# a whole record, the same IO size fio issues.
+#
+# FIO_ONLY=1 runs only the fio half (lays out a file of FACTOR x MEMORY and measures it), to check
+# the script and the disk when the storage tier cannot run.
+#
+# Environment: MEMORY (16m) PAGE (1m) INDEX (32m) KEYLEN (8) VALLEN (1000) FACTOR (50) QDS ("1 16 64")
+# RUNTIME (5 s) ROUNDS (3) BACKEND (uring | libaio: the server's --device-io-backend and fio's engine)
+# INITIAL_IO (4k) LOAD_THREADS (2) SPW_BIN (build/bin/spillway-server) BENCH (build/bin/spillway-bench)
+# SPW_FLAGS (extra server flags) KEEP (0: remove DIR's data at the end) FIO_ONLY (0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR=${1:-/tmp/spw-fiocmp}
+MEMORY=${MEMORY:-16m}
+PAGE=${PAGE:-1m}
+INDEX=${INDEX:-32m}
+KEYLEN=${KEYLEN:-8}
+VALLEN=${VALLEN:-1000}
+FACTOR=${FACTOR:-50}
+QDS=${QDS:-"1 16 64"}
+RUNTIME=${RUNTIME:-5}
+ROUNDS=${ROUNDS:-3}
+BACKEND=${BACKEND:-uring}
+INITIAL_IO=${INITIAL_IO:-4k}
+LOAD_THREADS=${LOAD_THREADS:-2}
+SPW_BIN=${SPW_BIN:-build/bin/spillway-server}
+BENCH=${BENCH:-build/bin/spillway-bench}
+SPW_FLAGS=${SPW_FLAGS:-}
+KEEP=${KEEP:-0}
+FIO_ONLY=${FIO_ONLY:-0}
+
+die() { echo "compare-fio.sh: $*" >&2; exit 1; }
+command -v fio >/dev/null || die "fio is not installed (apt-get install fio)"
+command -v redis-cli >/dev/null || die "redis-cli is not installed (scripts/deps.sh installs it)"
+case $BACKEND in
+uring) ENGINE=io_uring ;;
+libaio) ENGINE=libaio ;;
+*) die "BACKEND must be uring or libaio" ;;
+esac
+if [ "$FIO_ONLY" != 1 ]; then
+	[ -x "$SPW_BIN" ] || die "$SPW_BIN not found: cmake --build build --target spillway-server"
+	[ -x "$BENCH" ] || die "$BENCH not found: cmake --build build --target spillway-bench"
+fi
+
+# Bytes of a size with an optional k/m/g/t suffix (powers of 1024), as spillway-server reads it.
+to_bytes() {
+	local s=${1,,} n
+	n=${s%%[kmgt]*}
+	n=${n%b}
+	case $s in
+	*k*) echo $((n << 10)) ;;
+	*m*) echo $((n << 20)) ;;
+	*g*) echo $((n << 30)) ;;
+	*t*) echo $((n << 40)) ;;
+	*) echo "$n" ;;
+	esac
+}
+
+mkdir -p "$DIR"
+work=$(mktemp -d "${TMPDIR:-/tmp}/spw-fiocmp.XXXXXX")
+SPW_PID=
+cleanup() {
+	if [ -n "$SPW_PID" ]; then
+		kill "$SPW_PID" 2>/dev/null || true
+		wait "$SPW_PID" 2>/dev/null || true
+	fi
+	if [ "$KEEP" = 0 ]; then rm -rf "$DIR/spw" "$DIR/fio.dat"; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+	local p
+	for _ in $(seq 1 200); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free loopback port found"
+}
+
+info_field() { redis-cli -h 127.0.0.1 -p "$PORT" INFO store | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
+
+MEM_BYTES=$(to_bytes "$MEMORY")
+REC=$((KEYLEN + VALLEN + 16))
+DBSIZE=$(((FACTOR * MEM_BYTES + REC - 1) / REC))
+DATA_BYTES=$((DBSIZE * REC))
+
+# ---- 1. the store ----
+if [ "$FIO_ONLY" != 1 ]; then
+	mkdir -p "$DIR/spw"
+	for _ in 1 2 3; do
+		PORT=$(free_port)
+		# shellcheck disable=SC2086
+		"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --dir "$DIR/spw" --storage-tier yes \
+			--logdir "$DIR/spw" --memory "$MEMORY" --page "$PAGE" --index "$INDEX" --device-type native \
+			--device-io-backend "$BACKEND" --initial-io-record-size "$INITIAL_IO" $SPW_FLAGS \
+			>"$work/server.log" 2>&1 &
+		SPW_PID=$!
+		up=0
+		for _ in $(seq 1 200); do
+			if [ "$(redis-cli -h 127.0.0.1 -p "$PORT" PING 2>/dev/null)" = PONG ]; then up=1; break; fi
+			kill -0 "$SPW_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		[ "$up" = 1 ] && break
+		kill -0 "$SPW_PID" 2>/dev/null && break
+	done
+	if [ "$up" != 1 ]; then
+		cat "$work/server.log" >&2
+		die "spillway-server --storage-tier yes did not start (FIO_ONLY=1 runs the fio half alone)"
+	fi
+	KEYS=(--dbsize "$DBSIZE" --keylength "$KEYLEN" --valuelength "$VALLEN")
+	echo "compare-fio.sh: loading $DBSIZE keys of $KEYLEN+$VALLEN bytes into spillway-server --memory $MEMORY" \
+		"(--storage-tier yes, $BACKEND, log in $DIR/spw)"
+	"$BENCH" --port "$PORT" "${KEYS[@]}" -t "$LOAD_THREADS" --runtime 0 --quiet >"$work/load.out" 2>&1 ||
+		{ cat "$work/load.out" >&2; die "loading failed"; }
+	tail=$(info_field Log.TailAddress)
+	begin=$(info_field Log.BeginAddress)
+	maxmem=$(info_field Log.MaxMemorySizeBytes)
+	tier=$(info_field Log.StorageTier)
+	if [ -z "$tail" ] || [ -z "$maxmem" ]; then
+		die "INFO store has no Log.TailAddress / Log.MaxMemorySizeBytes"
+	fi
+	DATA_BYTES=$((tail - begin))
+	ratio=$(awk -v d="$DATA_BYTES" -v m="$maxmem" 'BEGIN { printf "%.1f", d / m }')
+	echo "  store: $((DATA_BYTES >> 20)) MiB of records, ${ratio}x the in-memory log ($((maxmem >> 20)) MiB);" \
+		"device: ${tier:-?}; HeadAddress $(info_field Log.HeadAddress)"
+	awk -v d="$DATA_BYTES" -v m="$maxmem" -v f="$FACTOR" 'BEGIN { exit !(d >= f * m) }' ||
+		die "the data is only ${ratio}x --memory, not ${FACTOR}x: raise FACTOR or VALLEN"
+fi
+
+# ---- 2. fio's file, the same size, on the same file system ----
+FIO_SIZE=$(( (DATA_BYTES + (1 << 20) - 1) >> 20 ))m
+echo "compare-fio.sh: fio file $DIR/fio.dat, $FIO_SIZE ($ENGINE, O_DIRECT, 4 KiB random reads)"
+fio --name=layout --filename="$DIR/fio.dat" --size="$FIO_SIZE" --rw=write --bs=1m --direct=1 \
+	--ioengine="$ENGINE" --iodepth=4 --output-format=terse >/dev/null || die "fio could not lay out $DIR/fio.dat"
+
+: >"$work/results"
+# run_fio QD ROUND: "fio QD iops p99_us -"
+run_fio() {
+	local qd=$1 out
+	out=$(fio --name=cmp --filename="$DIR/fio.dat" --size="$FIO_SIZE" --direct=1 --ioengine="$ENGINE" \
+		--rw=randread --bs=4096 --iodepth="$qd" --norandommap --randrepeat=0 --runtime="$RUNTIME" \
+		--time_based --output-format=terse --terse-version=3 2>/dev/null) || die "fio failed at QD $qd"
+	# terse v3: field 8 = read IOPS, field 30 = read clat p99 ("99.000000%=<usec>").
+	awk -F';' -v qd="$qd" '{ split($30, p, "="); print "fio", qd, $8, p[2], "nan" }' <<<"$out" >>"$work/results"
+}
+# run_bench QD: "spw QD get_per_s p99_us cpu_us_per_get"
+run_bench() {
+	local qd=$1 csv="$work/bench.csv" line
+	"$BENCH" --port "$PORT" "${KEYS[@]}" -s --online --op GET -t 1 --itp "$qd" --runtime "$RUNTIME" --quiet \
+		--server-pid "$SPW_PID" --csv "$csv" >"$work/bench.out" 2>&1 ||
+		{ cat "$work/bench.out" >&2; die "spillway-bench failed at QD $qd (reply check or connection)"; }
+	line=$(tail -n 1 "$csv" | sed 's/"[^"]*"/OP/')
+	awk -F, -v qd="$qd" '{ print "spw", qd, $10, $16, ($23 == "" ? "nan" : $23) }' <<<"$line" >>"$work/results"
+}
+
+# Warm-up (discarded): the first runs pay for cold caches and file extents.
+if [ "$FIO_ONLY" != 1 ]; then
+	"$BENCH" --port "$PORT" "${KEYS[@]}" -s --online --op GET -t 1 --itp 16 --runtime 1 --quiet >/dev/null 2>&1 ||
+		die "spillway-bench GET warm-up failed"
+fi
+fio --name=warm --filename="$DIR/fio.dat" --size="$FIO_SIZE" --direct=1 --ioengine="$ENGINE" --rw=randread \
+	--bs=4096 --iodepth=16 --runtime=1 --time_based --output-format=terse >/dev/null 2>&1 || true
+
+n=0
+for round in $(seq 1 "$ROUNDS"); do
+	for qd in $QDS; do
+		n=$((n + 1))
+		if [ "$FIO_ONLY" = 1 ]; then
+			run_fio "$qd"
+		elif [ $((n % 2)) = 1 ]; then
+			run_bench "$qd"; run_fio "$qd"
+		else
+			run_fio "$qd"; run_bench "$qd"
+		fi
+		echo "  round $round, QD $qd: $(grep -c . "$work/results") runs done" >&2
+	done
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+col() { awk -v t="$1" -v q="$2" -v c="$3" '$1 == t && $2 == q && $c != "nan" { print $c }' "$work/results" | median; }
+
+echo
+echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(uname -sr);" \
+	"file system: $(df -T "$DIR" | awk 'NR == 2 { print $2 " on " $1 }'); fio $(fio --version | sed 's/^fio-//')"
+if [ "$FIO_ONLY" = 1 ]; then
+	echo "fio --rw=randread --bs=4096 --direct=1 --ioengine=$ENGINE --iodepth=QD on $DIR/fio.dat ($FIO_SIZE)," \
+		"medians of $ROUNDS x $RUNTIME s (FIO_ONLY: no Spillway runs):"
+	echo
+	echo "| QD | fio IOPS | fio p99 us |"
+	echo "|---:|---:|---:|"
+	for qd in $QDS; do
+		printf '| %s | %.0f | %.0f |\n' "$qd" "$(col fio "$qd" 3)" "$(col fio "$qd" 4)"
+	done
+	exit 0
+fi
+echo "Store: spillway-server --threads 1 --storage-tier yes --memory $MEMORY --page $PAGE --index $INDEX" \
+	"--device-type native --device-io-backend $BACKEND --initial-io-record-size $INITIAL_IO; $DBSIZE keys of" \
+	"$KEYLEN+$VALLEN B ($((DATA_BYTES >> 20)) MiB, ${ratio}x memory)."
+echo "GETs: spillway-bench -s --online --op GET -t 1 --itp QD (uniform keys). fio: --rw=randread --bs=4096" \
+	"--direct=1 --ioengine=$ENGINE --iodepth=QD on $DIR/fio.dat ($FIO_SIZE). Medians of $ROUNDS x $RUNTIME s," \
+	"alternating which runs first:"
+echo
+echo "| QD | Spillway GET/s | fio IOPS | GET/s / IOPS | Spillway p99 us | fio p99 us | server CPU us/GET |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
+for qd in $QDS; do
+	g=$(col spw "$qd" 3)
+	i=$(col fio "$qd" 3)
+	awk -v qd="$qd" -v g="$g" -v i="$i" -v gp="$(col spw "$qd" 4)" -v ip="$(col fio "$qd" 4)" -v c="$(col spw "$qd" 5)" \
+		'BEGIN { printf "| %s | %.0f | %.0f | %.3f | %.0f | %.0f | %.2f |\n", qd, g, i, (i > 0 ? g / i : 0), gp, ip, c }'
+done
