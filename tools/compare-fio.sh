@@ -11,7 +11,11 @@
 #    --memory.
 # 2. Lays out DIR/fio.dat of the same size on the same file system for fio.
 # 3. For each queue depth QD in QDS and each round, in alternating order:
-#      spillway-bench -s --online --op GET -t 1 --itp QD    (QD GETs in flight on one connection)
+#      spillway-bench -s --online --op GET -t 1 --conns-per-thread QD --itp 1   (QD_MODE=conns, default:
+#                                              QD connections with one GET in flight each)
+#      spillway-bench -s --online --op GET -t 1 --itp QD    (QD_MODE=pipeline: QD GETs pipelined on one
+#                                              connection; a parked connection serves them one by one
+#                                              until scatter-gather GET (issue 6) sends them together)
 #      fio --rw=randread --bs=4096 --direct=1 --iodepth=QD --ioengine=io_uring|libaio
 #    and prints the medians: GET/s, IOPS, GET/s / IOPS, p99 of both, and the server's CPU per GET.
 # A GET of a record on the device costs at least one device read, so GET/s / IOPS is the fraction of
@@ -23,7 +27,7 @@
 # the script and the disk when the storage tier cannot run.
 #
 # Environment: MEMORY (16m) PAGE (1m) INDEX (32m) KEYLEN (8) VALLEN (1000) FACTOR (50) QDS ("1 16 64")
-# RUNTIME (5 s) ROUNDS (3) BACKEND (uring | libaio: the server's --device-io-backend and fio's engine)
+# QD_MODE (conns | pipeline) RUNTIME (5 s) ROUNDS (3) BACKEND (uring | libaio: the server's --device-io-backend and fio's engine)
 # INITIAL_IO (4k) LOAD_THREADS (2) SPW_BIN (build/bin/spillway-server) BENCH (build/bin/spillway-bench)
 # SPW_FLAGS (extra server flags) KEEP (0: remove DIR's data at the end) FIO_ONLY (0).
 set -euo pipefail
@@ -41,6 +45,11 @@ RUNTIME=${RUNTIME:-5}
 ROUNDS=${ROUNDS:-3}
 BACKEND=${BACKEND:-uring}
 INITIAL_IO=${INITIAL_IO:-4k}
+QD_MODE=${QD_MODE:-conns}
+# qd_flags QD: spillway-bench flags that keep QD GETs in flight.
+qd_flags() {
+	if [ "$QD_MODE" = pipeline ]; then echo "--itp $1"; else echo "--conns-per-thread $1 --itp 1"; fi
+}
 LOAD_THREADS=${LOAD_THREADS:-2}
 SPW_BIN=${SPW_BIN:-build/bin/spillway-server}
 BENCH=${BENCH:-build/bin/spillway-bench}
@@ -170,7 +179,8 @@ run_fio() {
 # run_bench QD: "spw QD get_per_s p99_us cpu_us_per_get"
 run_bench() {
 	local qd=$1 csv="$work/bench.csv" line
-	"$BENCH" --port "$PORT" "${KEYS[@]}" -s --online --op GET -t 1 --itp "$qd" --runtime "$RUNTIME" --quiet \
+	# shellcheck disable=SC2046
+	"$BENCH" --port "$PORT" "${KEYS[@]}" -s --online --op GET -t 1 $(qd_flags "$qd") --runtime "$RUNTIME" --quiet \
 		--server-pid "$SPW_PID" --csv "$csv" >"$work/bench.out" 2>&1 ||
 		{ cat "$work/bench.out" >&2; die "spillway-bench failed at QD $qd (reply check or connection)"; }
 	line=$(tail -n 1 "$csv" | sed 's/"[^"]*"/OP/')
@@ -220,7 +230,7 @@ fi
 echo "Store: spillway-server --threads 1 --storage-tier yes --memory $MEMORY --page $PAGE --index $INDEX" \
 	"--device-type native --device-io-backend $BACKEND --initial-io-record-size $INITIAL_IO; $DBSIZE keys of" \
 	"$KEYLEN+$VALLEN B ($((DATA_BYTES >> 20)) MiB, ${ratio}x memory)."
-echo "GETs: spillway-bench -s --online --op GET -t 1 --itp QD (uniform keys). fio: --rw=randread --bs=4096" \
+echo "GETs: spillway-bench -s --online --op GET -t 1 $(qd_flags QD) (uniform keys). fio: --rw=randread --bs=4096" \
 	"--direct=1 --ioengine=$ENGINE --iodepth=QD on $DIR/fio.dat ($FIO_SIZE). Medians of $ROUNDS x $RUNTIME s," \
 	"alternating which runs first:"
 echo
