@@ -253,6 +253,32 @@
  *     there (inside hlog_session_poll, or dev_wait during a scan). Shared state touched by
  *     completions is atomics only: flush_left/flush_done/span per slot, markers, the error. Ready
  *     callbacks run only at the end of hlog_session_poll, never inside an operation.
+ *
+ * 21. Scatter-gather reads. A record read (one io_chunk part of a fetch's read, tier_fetch_read) is
+ *     not handed to the device when it is asked for: it is staged on the session until the next
+ *     submission (tier_submit, i.e. every hlog_session_poll round), so that all the reads a batch of
+ *     operations queued go out together in one dev_submit. Two things happen on the way:
+ *       sharing   a read whose (device offset, length) is covered by a read already staged or in
+ *                 flight at the same offset (rd_hash, keyed by offset) attaches to it as a
+ *                 follower and issues nothing: when the leader's bytes arrive they are copied to
+ *                 the follower first, then each goes on through its own fetch (dedup_hits).
+ *                 Safe because the device bytes below Head never change (pages are written
+ *                 once, note 14; a FLUSHALL moves Begin past them for good).
+ *       merging   at submission the staged reads are sorted by offset; neighbours whose gap is at
+ *                 most one sector (overlapping, same or adjacent sectors) join one device read of
+ *                 at most TIER_MERGE_MAX bytes within one io_chunk, into a pooled buffer of its
+ *                 own; its completion copies each member's slice into the member's buffer (a
+ *                 short result is cut per member exactly as the member's own read would have
+ *                 been) and completes the members in offset order (merged_reads). A lone read
+ *                 goes out as before, into its fetch's buffer, with no copy.
+ *     Either way every fetch sees exactly the bytes its own read would have returned, so the state
+ *     machine of note 16 is unchanged; hlog_config.no_read_merge turns both off (each read goes
+ *     out alone, as issued). device_reads counts the requests that really went to the device. The
+ *     throttle: a request the device refuses (-EAGAIN, --device-throttle-limit or the queue's
+ *     depth) waits in the session's backlog and goes out from a later poll, after completions
+ *     freed room; the worker never blocks on it, and while its own requests are in flight the
+ *     queue's fd wakes it. Counters per session: submissions that handed over >= 1 IO, IOs
+ *     handed over, and the requests in flight on the queue right after each (sum and max).
  */
 #include "log/hlog.h"
 
@@ -682,6 +708,7 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		l->buf_min = 4096;
 		while (l->buf_min < first || l->buf_min < d->mem_align)
 			l->buf_min <<= 1;
+		l->read_merge = !cfg->no_read_merge;
 	}
 
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
@@ -1271,7 +1298,14 @@ void hlog_info_get(hlog *l, hlog_info *out)
 		SUM(chain_reads, chain_reads);
 		SUM(scan_reads, scan_reads);
 		SUM(io_buffer_bytes, buf_bytes);
+		SUM(device_submits, dev_submits);
+		SUM(ios_submitted, ios_submitted);
+		SUM(merged_reads, merged_reads);
+		SUM(dedup_hits, dedup_hits);
+		SUM(queue_depth_sum, qdepth_sum);
 #undef SUM
+		out->queue_depth_max = SPW_MAX(out->queue_depth_max,
+		                               atomic_load_explicit(&s->qdepth_max, memory_order_relaxed));
 	}
 }
 

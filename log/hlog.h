@@ -53,6 +53,9 @@ typedef struct hlog_config {
 	/* Storage tier (NULL dev = memory only, as before). The log does not own the device. */
 	struct dev *dev;          /* device/device.h; pages below ReadOnlyAddress are flushed to it */
 	uint32_t initial_io_bytes;/* --initial-io-record-size: first read of a pending record (default 128) */
+	bool no_read_merge;       /* true: every record read is its own device request, as issued (no
+	                           * merging of neighbouring reads, no sharing of identical ones); for
+	                           * tests and measurements */
 } hlog_config;
 
 typedef struct hlog_key {
@@ -121,10 +124,10 @@ int hlog_session_poll(hlog_session *s);
  * threads also write it when an operation of this session waits for a frame and a page write or
  * an eviction finished elsewhere. */
 int hlog_session_fd(hlog_session *s);
-/* Device requests (reads and page writes) this session has handed to the device whose completion
- * has not been handled yet. 0 with ops still parked means nothing of this session's own will make
- * hlog_session_fd readable (reads held back by the device throttle, a page write on another
- * session): poll again after a short sleep. */
+/* Device requests (reads and page writes) this session has handed to the device, or staged for
+ * its next submission (hlog.c note 21), whose completion has not been handled yet. 0 with ops
+ * still parked means nothing of this session's own will make hlog_session_fd readable (reads held
+ * back by the device throttle, a page write on another session): poll again after a short sleep. */
 uint32_t hlog_session_inflight(hlog_session *s);
 /* Make sure key's newest record is in memory or fetched: HLOG_OK, or HLOG_PENDING (read queued), or
  * the error of a failed read. */
@@ -219,12 +222,24 @@ typedef struct hlog_info {
 	uint64_t pending_notfound;/* fetches that found no record, or a tombstone */
 	uint64_t pending_errors;  /* fetches that failed (the operation got the error) */
 	uint64_t pending_hits;    /* re-runs served from the fetch cache */
-	uint64_t device_reads;    /* read requests (all kinds), and bytes read */
+	uint64_t device_reads;    /* read requests (all kinds) that went to the device (a merged read
+	                           * counts once), and bytes read */
 	uint64_t device_read_bytes;
 	uint64_t second_reads;    /* re-reads of a record longer than the first read */
 	uint64_t chain_reads;     /* reads of an older record of a shared chain (tag collisions) */
 	uint64_t scan_reads;      /* records read by hlog_scan (blocking) */
 	uint64_t io_buffer_bytes; /* read buffers held by the sessions (pooled or in use) */
+	/* Scatter-gather reads (hlog.c note 21). Reads a poll queues are merged and shared before they
+	 * go out: device_reads + merged_reads + dedup_hits = record reads asked for. */
+	uint64_t device_submits;  /* dev_submit calls that handed >= 1 IO to the device */
+	uint64_t ios_submitted;   /* IOs (reads and page writes, segment pieces) those calls handed over;
+	                           * reads per submission = device_reads / device_submits */
+	uint64_t merged_reads;    /* record reads folded into a neighbour's device read (same or
+	                           * adjacent sectors, one request of at most 64 KiB) */
+	uint64_t dedup_hits;      /* record reads served by an identical read already queued or in flight */
+	uint64_t queue_depth_sum; /* requests in flight on the submitting queue after each submission:
+	                           * mean queue depth = queue_depth_sum / device_submits */
+	uint64_t queue_depth_max; /* the largest of those (max over the sessions) */
 } hlog_info;
 void hlog_info_get(hlog *l, hlog_info *out /* out */);
 

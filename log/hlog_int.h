@@ -141,6 +141,14 @@ typedef struct tier_session {
 	tier_io *backlog_head, *backlog_tail;
 	uint32_t backlog;
 	tier_io *io_free;
+	/* Scatter-gather (note 21): record reads queued since the last submission (merged and sorted
+	 * there), and every record read queued or in flight, by device offset (identical reads share). */
+	tier_io *stage_head, *stage_tail;
+	uint32_t nstaged;
+	tier_io **stage_arr;               /* sort space, grown as needed */
+	uint32_t stage_cap;
+	tier_io **rd_hash;                 /* chains through tier_io.hnext; allocated at attach */
+	uint32_t rd_mask;
 	tier_fetch *fetch_free;
 	tier_op *op_free;
 	/* Pending operations by op_ctx: an open hash table of chains. */
@@ -177,6 +185,7 @@ struct hlog_session {
 	_Atomic uint64_t pend_reads, pend_found, pend_notfound, pend_errors, pend_hits;
 	_Atomic uint64_t dev_reads, dev_read_bytes, second_reads, chain_reads, scan_reads;
 	_Atomic uint64_t buf_bytes;        /* read buffers this session holds (pooled or in use) */
+	_Atomic uint64_t dev_submits, ios_submitted, merged_reads, dedup_hits, qdepth_sum, qdepth_max;
 	/* Read by other threads that signal this session's fd (tier_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */
@@ -209,6 +218,7 @@ struct hlog {
 	uint32_t initial_io;               /* first read of a pending record, before sector rounding */
 	uint64_t io_chunk;                 /* the largest single request: a power of two, segment-aligned */
 	uint64_t buf_min;                  /* smallest pooled read buffer */
+	bool read_merge;                   /* !hlog_config.no_read_merge (note 21) */
 
 	/* Markers: read by every operation, written rarely (page turns, flush, epoch actions). */
 	_Atomic uint64_t begin SPW_ALIGNED_CL;

@@ -1,11 +1,12 @@
 /*
  * tier.c - the hybrid log's storage tier: page writes and FlushedUntil, eviction and frame waits,
- * pending reads through each session's fetch cache, and the device part of a scan. The design and
- * its invariants are in hlog.c's notes 14-20; this file keeps to the mechanics.
+ * pending reads through each session's fetch cache, scatter-gather (merged and shared reads), and
+ * the device part of a scan. The design and its invariants are in hlog.c's notes 14-21; this file
+ * keeps to the mechanics.
  *
  * Sections: IO objects, buffers and the backlog; page writes; eviction, waits and signals; pending
- * operations (the op table and the ready list); fetches (the record read state machine); the cold
- * branch of a lookup; sessions (attach, poll, release, close); scan.
+ * operations (the op table and the ready list); scatter-gather reads; fetches (the record read state
+ * machine); the cold branch of a lookup; sessions (attach, poll, release, close); scan.
  */
 #include <errno.h>
 #include <sched.h>
@@ -21,6 +22,8 @@
 #define TIER_REAP_MAX 256
 #define TIER_SCAN_WAIT_NS 10000000LL
 #define TIER_KEY_MIN 64          /* first key buffer of a fetch entry (grown, never shrunk) */
+#define TIER_MERGE_MAX (64u << 10)   /* the largest merged read (note 21) */
+#define TIER_RD_BUCKETS 1024     /* rd_hash chains: reads queued or in flight, by offset */
 
 enum { FETCH_READING, FETCH_FOUND, FETCH_ABSENT, FETCH_FAILED };
 
@@ -34,6 +37,16 @@ struct tier_io {
 	uint64_t len;                /* bytes asked */
 	uint64_t rel;                /* a read part's offset from f->base */
 	bool write;
+	/* Scatter-gather (note 21). A record read is a part (f set); a merged read has no fetch and
+	 * lists its parts in members. */
+	bool hashed;                 /* a part on rd_hash (queued or in flight, may take followers) */
+	tier_io *hnext;              /* rd_hash chain */
+	tier_io *followers;          /* parts sharing this part's bytes, linked by fnext */
+	tier_io *fnext;
+	tier_io *members;            /* a merged read: its parts in offset order, linked by mnext */
+	tier_io *mnext;
+	uint8_t *gbuf;               /* a merged read's own buffer, gcap bytes */
+	uint64_t gcap;
 };
 
 struct tier_fetch {
@@ -84,6 +97,7 @@ typedef struct scan_seen {
 #define SEEN_NONE UINT32_MAX
 
 static void tier_io_done(dev_req *req, int64_t res);
+static void tier_read_part_done(hlog_session *s, tier_io *io, int64_t res);
 static void tier_fetch_step(hlog_session *s, tier_fetch *f);
 static void tier_fetch_finish(hlog_session *s, tier_fetch *f, int state, int err);
 
@@ -550,6 +564,188 @@ int tier_wait(hlog_session *s, uint64_t need)
 	return HLOG_PENDING;
 }
 
+/* ---------------- scatter-gather reads (note 21) ---------------- */
+
+static inline uint32_t tier_rd_bucket(const hlog_session *s, uint64_t off)
+{
+	return (uint32_t)((off * 0x9E3779B97F4A7C15ULL) >> 40) & s->t.rd_mask;
+}
+
+static void tier_rd_unhash(hlog_session *s, tier_io *io)
+{
+	if (!io->hashed)
+		return;
+	tier_io **pp = &s->t.rd_hash[tier_rd_bucket(s, io->req.offset)];
+	while (*pp != io)
+		pp = &(*pp)->hnext;
+	*pp = io->hnext;
+	io->hashed = false;
+}
+
+/* Hand one device read (a part or a merged read) to the device queue. */
+static void tier_read_issue(hlog_session *s, tier_io *io)
+{
+	ctr_add(&s->dev_reads, 1);
+	tier_io_queue(s, io);
+}
+
+/* A part of a fetch's read: share an identical read already queued or in flight, else stage it for
+ * the next submission (tier_stage_flush). Without merging it goes to the device queue at once. */
+static void tier_read_stage(hlog_session *s, tier_io *io)
+{
+	tier_session *t = &s->t;
+	if (!s->l->read_merge || !t->rd_hash) {
+		tier_read_issue(s, io);
+		return;
+	}
+	uint32_t b = tier_rd_bucket(s, io->req.offset);
+	for (tier_io *m = t->rd_hash[b]; m; m = m->hnext) {
+		if (m->req.offset == io->req.offset && m->len >= io->len) {
+			io->fnext = m->followers;
+			m->followers = io;
+			ctr_add(&s->dedup_hits, 1);
+			return;
+		}
+	}
+	io->hnext = t->rd_hash[b];
+	t->rd_hash[b] = io;
+	io->hashed = true;
+	io->next = NULL;
+	if (t->stage_tail)
+		t->stage_tail->next = io;
+	else
+		t->stage_head = io;
+	t->stage_tail = io;
+	t->nstaged++;
+}
+
+/* A part's bytes are in: src (a merged read's slice) or the part's own buffer, res bytes or -errno.
+ * Followers get their copy first: the part's own completion may reuse its fetch's buffer. */
+static void tier_read_deliver(hlog_session *s, tier_io *io, const uint8_t *src, int64_t res)
+{
+	tier_rd_unhash(s, io);
+	const uint8_t *bytes = src ? src : io->f->buf + io->rel;
+	tier_io *fo = io->followers;
+	while (fo) {
+		tier_io *next = fo->fnext;
+		int64_t r = res < 0 ? res : SPW_MIN(res, (int64_t)fo->len);
+		if (r > 0)
+			memcpy(fo->f->buf + fo->rel, bytes, (size_t)r);
+		tier_read_part_done(s, fo, r);
+		fo = next;
+	}
+	if (src && res > 0)
+		memcpy(io->f->buf + io->rel, src, (size_t)SPW_MIN(res, (int64_t)io->len));
+	tier_read_part_done(s, io, res);
+}
+
+/* A merged read completed: each member gets its slice, cut where its own read would have been cut
+ * (a short result ends at the device's written end). */
+static void tier_merged_done(hlog_session *s, tier_io *g, int64_t res)
+{
+	tier_io *m = g->members;
+	while (m) {
+		tier_io *next = m->mnext;
+		uint64_t rel = m->req.offset - g->req.offset;
+		int64_t r = res;
+		if (res >= 0)
+			r = (uint64_t)res <= rel ? 0 : (int64_t)SPW_MIN((uint64_t)res - rel, m->len);
+		tier_read_deliver(s, m, g->gbuf + rel, r);
+		m = next;
+	}
+	tier_buf_put(s, g->gbuf, g->gcap);
+	tier_io_put(s, g);
+}
+
+/* One device read of [start, end) for the n staged parts in p (sorted by offset). 0, or -ENOMEM
+ * (nothing issued: the caller issues the parts alone). */
+static int tier_read_merge(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, uint64_t end)
+{
+	tier_io *g = tier_io_get(s);
+	if (!g)
+		return -ENOMEM;
+	g->gbuf = tier_buf_get(s, end - start, &g->gcap);
+	if (!g->gbuf) {
+		tier_io_put(s, g);
+		return -ENOMEM;
+	}
+	g->len = end - start;
+	g->req.offset = start;
+	g->iov.iov_base = g->gbuf;
+	g->iov.iov_len = end - start;
+	tier_io **pp = &g->members;
+	for (uint32_t i = 0; i < n; i++) {
+		*pp = p[i];
+		pp = &p[i]->mnext;
+	}
+	*pp = NULL;
+	ctr_add(&s->merged_reads, n - 1);
+	tier_read_issue(s, g);
+	return 0;
+}
+
+static int tier_io_cmp(const void *a, const void *b)
+{
+	const tier_io *x = *(tier_io *const *)a, *y = *(tier_io *const *)b;
+	if (x->req.offset != y->req.offset)
+		return x->req.offset < y->req.offset ? -1 : 1;
+	return x->len > y->len ? -1 : x->len < y->len;
+}
+
+/* Issue the staged parts: sorted by offset, neighbours whose gap is at most a sector join one read
+ * of at most TIER_MERGE_MAX bytes that stays within one io_chunk. Completions that run at once (a
+ * refusal) may stage more: those wait for the next call. */
+static void tier_stage_flush(hlog_session *s)
+{
+	tier_session *t = &s->t;
+	hlog *l = s->l;
+	uint32_t n = t->nstaged;
+	if (!n)
+		return;
+	tier_io *io = t->stage_head;
+	t->stage_head = t->stage_tail = NULL;
+	t->nstaged = 0;
+	if (n > t->stage_cap) {
+		uint32_t cap = SPW_MAX(n, SPW_MAX(64u, t->stage_cap * 2));
+		tier_io **arr = realloc(t->stage_arr, (size_t)cap * sizeof(*arr));
+		if (!arr) {
+			while (io) {   /* no room to sort: each goes out alone, in order */
+				tier_io *next = io->next;
+				tier_read_issue(s, io);
+				io = next;
+			}
+			return;
+		}
+		t->stage_arr = arr;
+		t->stage_cap = cap;
+	}
+	tier_io **arr = t->stage_arr;
+	for (uint32_t i = 0; i < n; i++, io = io->next)
+		arr[i] = io;
+	if (n > 1)
+		qsort(arr, n, sizeof(*arr), tier_io_cmp);
+	uint64_t chunk_mask = ~(l->io_chunk - 1);
+	for (uint32_t i = 0; i < n; ) {
+		uint64_t start = arr[i]->req.offset, end = start + arr[i]->len;
+		uint32_t j = i + 1;
+		while (j < n) {
+			const tier_io *b = arr[j];
+			uint64_t e = SPW_MAX(end, b->req.offset + b->len);
+			if (b->req.offset > end + l->sector || e - start > TIER_MERGE_MAX ||
+			    (start & chunk_mask) != ((e - 1) & chunk_mask))
+				break;
+			end = e;
+			j++;
+		}
+		if (j - i > 1 && tier_read_merge(s, arr + i, j - i, start, end) == 0) {
+			i = j;
+			continue;
+		}
+		for (; i < j; i++)
+			tier_read_issue(s, arr[i]);
+	}
+}
+
 /* ---------------- fetches: the record read state machine (note 16) ---------------- */
 
 static tier_fetch *tier_fetch_new(hlog_session *s)
@@ -598,7 +794,6 @@ static void tier_fetch_read(hlog_session *s, tier_fetch *f, uint64_t addr, uint6
 		n++;
 	/* All parts are counted before the first is queued: a refused one completes at once. */
 	f->parts = n;
-	ctr_add(&s->dev_reads, n);
 	for (uint64_t o = base; o < base + want; ) {
 		uint64_t e = SPW_MIN((o & ~(l->io_chunk - 1)) + l->io_chunk, base + want);
 		tier_io *io = tier_io_get(s);
@@ -614,10 +809,25 @@ static void tier_fetch_read(hlog_session *s, tier_fetch *f, uint64_t addr, uint6
 			io->req.offset = o;
 			io->iov.iov_base = f->buf + (o - base);
 			io->iov.iov_len = e - o;
-			tier_io_queue(s, io);
+			tier_read_stage(s, io);
 		}
 		o = e;
 	}
+}
+
+/* One part of a fetch's read is in (res bytes, or -errno); the last part runs the state machine. */
+static void tier_read_part_done(hlog_session *s, tier_io *io, int64_t res)
+{
+	tier_fetch *f = io->f;
+	if (res < 0) {
+		if (!f->part_err)
+			f->part_err = (int)res;
+	} else if ((uint64_t)res < io->len && io->rel + (uint64_t)res < f->valid) {
+		f->valid = io->rel + (uint64_t)res;   /* short: at the device's written end */
+	}
+	tier_io_put(s, io);
+	if (--f->parts == 0)
+		tier_fetch_step(s, f);
 }
 
 static void tier_io_done(dev_req *req, int64_t res)
@@ -628,18 +838,12 @@ static void tier_io_done(dev_req *req, int64_t res)
 		tier_write_done(s, io, res);
 		return;
 	}
-	tier_fetch *f = io->f;
-	if (res < 0) {
-		if (!f->part_err)
-			f->part_err = (int)res;
-	} else {
+	if (res > 0)
 		ctr_add(&s->dev_read_bytes, (uint64_t)res);
-		if ((uint64_t)res < io->len && io->rel + (uint64_t)res < f->valid)
-			f->valid = io->rel + (uint64_t)res;   /* short: at the device's written end */
-	}
-	tier_io_put(s, io);
-	if (--f->parts == 0)
-		tier_fetch_step(s, f);
+	if (io->members)
+		tier_merged_done(s, io, res);
+	else
+		tier_read_deliver(s, io, NULL, res);
 }
 
 static void tier_fetch_finish(hlog_session *s, tier_fetch *f, int state, int err)
@@ -804,6 +1008,11 @@ int hlog_session_attach(hlog_session *s, hlog_ready_fn ready, void *cb_arg)
 	s->t.cb_arg = cb_arg;
 	if (!s->l->dev || s->t.q)
 		return 0;
+	if (s->l->read_merge && !s->t.rd_hash) {
+		if (!(s->t.rd_hash = calloc(TIER_RD_BUCKETS, sizeof(*s->t.rd_hash))))
+			return -ENOMEM;
+		s->t.rd_mask = TIER_RD_BUCKETS - 1;
+	}
 	return dev_queue_open(s->l->dev, &s->t.q);
 }
 
@@ -839,7 +1048,8 @@ int hlog_session_fd(hlog_session *s)
 
 uint32_t hlog_session_inflight(hlog_session *s)
 {
-	return s->t.q ? dev_queue_pending(s->t.q) : 0;
+	/* Staged reads count: the next poll hands them over (as the device counts what it queued). */
+	return s->t.q ? dev_queue_pending(s->t.q) + s->t.nstaged : 0;
 }
 
 /* Let due epoch actions run: a protected session refreshes (poll runs between operations). */
@@ -867,10 +1077,20 @@ static void tier_maintain(hlog_session *s)
  * count what it passed on to the queue it wraps). */
 static void tier_submit(hlog_session *s)
 {
+	tier_stage_flush(s);
 	if (s->t.unsubmitted) {
 		s->t.unsubmitted = false;
-		if (dev_submit(s->t.q) < 0)
+		int rc = dev_submit(s->t.q);
+		if (rc < 0) {
 			s->t.unsubmitted = true;   /* the kernel was short: the requests stay queued */
+		} else if (rc > 0) {
+			uint64_t depth = dev_queue_pending(s->t.q);
+			ctr_add(&s->dev_submits, 1);
+			ctr_add(&s->ios_submitted, (uint64_t)rc);
+			ctr_add(&s->qdepth_sum, depth);
+			if (depth > atomic_load_explicit(&s->qdepth_max, memory_order_relaxed))
+				atomic_store_explicit(&s->qdepth_max, depth, memory_order_relaxed);
+		}
 	}
 }
 
@@ -920,6 +1140,7 @@ void tier_session_close(hlog_session *s)
 	tier_session *t = &s->t;
 	if (t->q) {
 		t->closing = true;
+		tier_submit(s);   /* staged reads go out too: their fetches complete (or fail) normally */
 		/* Page writes in the backlog must still reach the device: FlushedUntil waits for them. */
 		while (t->backlog) {
 			tier_pump(s);
@@ -987,6 +1208,8 @@ void tier_session_close(hlog_session *s)
 			b = next;
 		}
 	}
+	free(t->stage_arr);
+	free(t->rd_hash);
 	free(t->scan_chains);
 	free(t->scan_seen);
 	free(t->scan_keys);
