@@ -24,8 +24,9 @@
  *     saved); ABORT answers "No shutdown in progress." since shutdowns are never pending.
  *  7. The storage tier in INFO (only with --storage-tier, so memory-only INFO is unchanged): the
  *     store's counters (hlog_info) in "# Stats" as tier_* fields next to the server's own (parked
- *     commands, IO error replies), with CONFIG RESETSTAT baselines kept here since the store's
- *     counters only grow; "# Store" names the device and shows the sticky store error
+ *     commands, IO error replies, the sg_* look-ahead counters of scatter-gather GET), with CONFIG
+ *     RESETSTAT baselines kept here since the store's counters only grow (tier_queue_depth_max is a
+ *     maximum, not reset); "# Store" names the device and shows the sticky store error
  *     (Log.StoreError); "# Memory" adds the log's pages in memory and the index bytes per key.
  */
 #include "server/server_int.h"
@@ -599,6 +600,9 @@ static void stats_reset(void)
 		b->writes = rd64(&s->writes);
 		b->parked = rd64(&s->parked);
 		b->io_errors = rd64(&s->io_errors);
+		b->sg_runs = rd64(&s->sg_runs);
+		b->sg_gets = rd64(&s->sg_gets);
+		b->sg_pending = rd64(&s->sg_pending);
 		for (int j = 0; j < slots; j++) {
 			b->cmd_calls[j] = rd64(&s->cmd_calls[j]);
 			b->cmd_ticks[j] = rd64(&s->cmd_ticks[j]);
@@ -1088,6 +1092,7 @@ static const struct { const char *name; int bit; } sections[] = {
 typedef struct stats_sum {
 	uint64_t commands, connections, rejected, net_in, net_out, hits, misses, expired, errors;
 	uint64_t reads, writes, parked, io_errors;
+	uint64_t sg_runs, sg_gets, sg_pending;
 } stats_sum;
 
 static void stats_sum_get(stats_sum *s, bool raw)
@@ -1109,6 +1114,9 @@ static void stats_sum_get(stats_sum *s, bool raw)
 		ADD(writes, writes);
 		ADD(parked, parked);
 		ADD(io_errors, io_errors);
+		ADD(sg_runs, sg_runs);
+		ADD(sg_gets, sg_gets);
+		ADD(sg_pending, sg_pending);
 #undef ADD
 	}
 }
@@ -1385,6 +1393,33 @@ static void info_stats(sbuf *b)
 		          (unsigned long long)(hi.flush_writes - z->flush_writes),
 		          (unsigned long long)(hi.flush_bytes - z->flush_bytes),
 		          (unsigned long long)(hi.flush_waits - z->flush_waits));
+		/* Scatter-gather GET (server.c note 14): look-aheads run by parked GETs/MGETs, the keys
+		 * they prefetched and how many of those queued a read; pending reads per such park counts
+		 * the parked request's own read as one. */
+		sb_printf(b, "sg_lookahead_runs:%llu\r\n"
+		          "sg_lookahead_gets:%llu\r\n"
+		          "sg_lookahead_pending:%llu\r\n"
+		          "sg_pending_per_park:%.3f\r\n",
+		          (unsigned long long)s.sg_runs, (unsigned long long)s.sg_gets,
+		          (unsigned long long)s.sg_pending,
+		          s.sg_runs ? (double)(s.sg_runs + s.sg_pending) / (double)s.sg_runs : 0.0);
+		/* The store's side of it (hlog.c note 21): submissions, reads per submission, reads
+		 * merged into a neighbour's or shared with an identical one, queue depth seen. */
+		uint64_t subs = hi.device_submits - z->device_submits;
+		sb_printf(b, "tier_device_submits:%llu\r\n"
+		          "tier_ios_submitted:%llu\r\n"
+		          "tier_reads_per_submit:%.3f\r\n"
+		          "tier_merged_reads:%llu\r\n"
+		          "tier_dedup_hits:%llu\r\n"
+		          "tier_queue_depth_mean:%.3f\r\n"
+		          "tier_queue_depth_max:%llu\r\n",
+		          (unsigned long long)subs,
+		          (unsigned long long)(hi.ios_submitted - z->ios_submitted),
+		          subs ? (double)reads / (double)subs : 0.0,
+		          (unsigned long long)(hi.merged_reads - z->merged_reads),
+		          (unsigned long long)(hi.dedup_hits - z->dedup_hits),
+		          subs ? (double)(hi.queue_depth_sum - z->queue_depth_sum) / (double)subs : 0.0,
+		          (unsigned long long)hi.queue_depth_max);
 	}
 	pthread_mutex_unlock(&g_srv.stats_lock);
 }

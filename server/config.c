@@ -145,6 +145,9 @@ static const spw_option options[] = {
 	{ "initial-io-record-size", NULL, OPT_SIZE, OPT_TIER, 64, 1 * GB, "128",
 	  FIELD(initial_io_record_size), NULL, NULL,
 	  "bytes read first for a record on the device (rounded up to sectors)" },
+	{ "sg-get", NULL, OPT_BOOL, OPT_TIER | OPT_MUTABLE, 0, 0, "yes", FIELD(sg_get), NULL, NULL,
+	  "scatter-gather GET: a GET that waits on the device also queues the reads of the GETs and "
+	  "MGETs pipelined after it, so they go out in one submission" },
 	{ "device-fault", NULL, OPT_FAULT, OPT_TIER | OPT_MUTABLE, 0, 0, "", FIELD(device_fault_spec), NULL,
 	  apply_device_fault, "arm the fault injector of --device-type fault:<type>: \"[read|write|any] "
 	  "[N] [once|sticky] [eio|enospc|short|torn]\" fails the Nth IO (\"\" or off disarms)" },

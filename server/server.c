@@ -66,7 +66,11 @@
  *     client is ready to resume; while clients are parked and the session has nothing in flight
  *     (reads refused by the device's throttle, a flush another session must finish) it sleeps at
  *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost.
- *     Completions are reaped only by the worker that queued the reads (its own queue).
+ *     Completions are reaped only by the worker that queued the reads (its own queue). A poll
+ *     that handled completions while clients stay parked is followed by another (a few per pass,
+ *     then the next pass does not sleep): the poll refills freed throttle slots from the store's
+ *     backlog, and a synchronous device completes those reads without signalling its fd, so
+ *     sleeping on it would hang a long backlog (many reads of one op beyond the throttle, note 14).
  * 12. A client's life around a pending read:
  *
  *       running --HLOG_PENDING--> parked --ready callback--> resume list --re-run--> running
@@ -91,6 +95,23 @@
  *     same address never receives a stale callback. A client on the resume list is unlinked first.
  *     A ready callback for a client that is not parked (an op that failed after queuing reads, or
  *     a second callback for an op already re-run) only releases it.
+ * 14. Scatter-gather GET (--sg-get, on by default, CONFIG SET at run time). When a GET or an MGET
+ *     parks, the complete requests already in the client's read buffer after it are parsed with the
+ *     worker's own look-ahead parser (the client's parser is reset by the park anyway; slices point
+ *     into rbuf and are used at once) and, for each consecutive GET or MGET, every key is handed to
+ *     hlog_prefetch under the same op_ctx: their reads join the parked one's in this pass's single
+ *     submission, and the ready callback comes once, when all are in. The walk stops at the first
+ *     other request (nothing after a write may be read early: a SET or DEL later in the pipeline is
+ *     never visible to an earlier GET, and a GET after it is not prefetched) and after
+ *     SG_LOOKAHEAD_KEYS keys; reads beyond the device throttle wait in the store's backlog, never
+ *     on the worker. c->sg_ahead counts the requests covered: the client's fetched records are
+ *     kept (no hlog_session_release) until the last of them ran, so each finds its record in the
+ *     fetch cache; the store still checks the index first, so a newer version written meanwhile
+ *     by another client wins. Replies come out in request order because the requests still run
+ *     one by one, as before; only their reads moved earlier. All of it runs only when a GET
+ *     parked: the memory-only and all-in-memory paths do not change.
+ *     Across connections nothing is needed: every read queued during a pass, by any client of the
+ *     worker, goes out in the one hlog_session_poll at the end of the pass (note 11).
  */
 #include "server/server.h"
 #include "server/server_int.h"
@@ -136,6 +157,7 @@ server_state g_srv;
 #define TIER_TICK_MS        1             /* longest sleep while parked clients wait on others */
 #define TIER_POLL_ROUNDS    4             /* poll/resume rounds per pass before yielding to epoll */
 #define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
+#define SG_LOOKAHEAD_KEYS   1024          /* keys one look-ahead prefetches at most (note 14) */
 
 /* The worker running on this thread (NULL elsewhere). */
 static __thread worker *tl_worker;
@@ -382,6 +404,7 @@ static void client_tier_forget(worker *w, client *c)
 	}
 	hlog_session_release(w->sess, c);
 	c->op_held = false;
+	c->sg_ahead = 0;
 }
 
 void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes)
@@ -417,7 +440,52 @@ static void client_op_done(worker *w, client *c)
 {
 	hlog_session_release(w->sess, c);
 	c->op_held = false;
+	c->sg_ahead = 0;
 	memset(&c->resume, 0, sizeof(c->resume));
+}
+
+/* c's GET or MGET ending at rbuf[from] just parked: prefetch the keys of the GETs and MGETs that
+ * follow it in rbuf under the same op_ctx (note 14). Runs with hlog_session_set_op(c) in effect. */
+static void client_sg_lookahead(worker *w, client *c, size_t from)
+{
+	resp_parser *p = &w->sg_parser;
+	uint32_t reqs = 0, keys = 0, pending = 0, waiting = 0;
+	hlog_key k;
+	while (from < c->rlen) {
+		size_t consumed = 0;
+		resp_request req;
+		if (resp_request_parse(p, c->rbuf + from, c->rlen - from, &consumed, &req) != RESP_OK)
+			break;   /* incomplete, or an error that the client's own parse will report */
+		const spw_command *cmd = command_lookup(req.argv[0].ptr, req.argv[0].len);
+		if (!cmd || !((cmd->fn == cmd_get && req.argc == 2) || (cmd->fn == cmd_mget && req.argc >= 2)))
+			break;   /* a write, or anything else: what follows it must not be read early */
+		if (keys + (uint32_t)(req.argc - 1) > SG_LOOKAHEAD_KEYS && reqs > 0)
+			break;
+		uint32_t pending0 = pending;
+		int i;
+		for (i = 1; i < req.argc; i++) {
+			hlog_key_init(&k, req.argv[i].ptr, req.argv[i].len);
+			int rc = hlog_prefetch(w->sess, &k);
+			if (rc < 0)
+				break;   /* that request gets the error when it runs (after a release: anew) */
+			if (rc == HLOG_PENDING)
+				pending++;
+		}
+		keys += (uint32_t)(i - 1);
+		if (i < req.argc)
+			break;
+		waiting += pending != pending0;
+		reqs++;
+		from += consumed;
+	}
+	resp_parser_reset(p);
+	c->sg_ahead = reqs;
+	w->stats.sg_runs++;
+	w->stats.sg_gets += keys;
+	w->stats.sg_pending += pending;
+	/* A request whose read the look-ahead queued waits on the device as surely as one that
+	 * parked itself: tier_parked_commands counts it (it will not park when it runs). */
+	w->stats.parked += waiting;
 }
 
 /* The store's ready callback (inside hlog_session_poll, on this worker's thread): every read of
@@ -470,9 +538,15 @@ static void worker_io_pass(worker *w)
 {
 	for (int round = 0; round < TIER_POLL_ROUNDS; round++) {
 		w->io_dirty = false;
-		hlog_session_poll(w->sess);
-		if (!w->resume_head)
+		int handled = hlog_session_poll(w->sess);
+		if (!w->resume_head) {
+			/* Completions that readied nobody freed throttle slots, which the poll refilled from
+			 * the store's backlog: a synchronous device (posix) has already done those reads and
+			 * never signals its fd, so poll again rather than sleep on it (note 11). */
+			if (handled > 0 && w->nparked)
+				continue;
 			return;
+		}
 		worker_resume(w);
 		if (!w->io_dirty && !w->resume_head)
 			return;
@@ -597,10 +671,17 @@ static void client_process_input(worker *w, client *c)
 			c->argv = NULL;
 			if (SPW_UNLIKELY(c->flags & CLIENT_PARKED)) {
 				client_park(w, c);   /* rpos stays at the request: it runs again (note 12) */
+				if (c->sg_ahead == 0 && (c->cmd->fn == cmd_get || c->cmd->fn == cmd_mget) &&
+				    __atomic_load_n(&g_cfg.sg_get, __ATOMIC_RELAXED))
+					client_sg_lookahead(w, c, c->rpos + consumed);
 				break;
 			}
-			if (SPW_UNLIKELY(c->op_held))
-				client_op_done(w, c);
+			if (SPW_UNLIKELY(c->op_held)) {
+				if (c->sg_ahead)
+					c->sg_ahead--;   /* the next request uses what the look-ahead fetched */
+				else
+					client_op_done(w, c);
+			}
 			c->rpos += consumed;
 			if (SPW_UNLIKELY(c->out.oom)) {
 				spw_log(SPW_LOG_WARNING, ENOMEM, "Closing client id=%llu addr=%s: reply buffer",
@@ -1295,6 +1376,9 @@ static int workers_create(void)
 		for (int k = 0; k < MAX_BIND; k++)
 			w->listen_fds[k] = -1;
 		pthread_mutex_init(&w->clients_lock, NULL);
+		/* Only complete requests the client's parser accepts are looked at: no limits of its own. */
+		resp_limits lim = { .max_bulk_len = LLONG_MAX, .max_querybuf = LLONG_MAX };
+		resp_parser_init(&w->sg_parser, &lim);
 	}
 	for (int i = 0; i < g_srv.nworkers; i++) {
 		worker *w = &g_srv.workers[i];
@@ -1332,6 +1416,7 @@ static void workers_destroy(void)
 			k = next;
 		}
 		free(w->scratch);
+		resp_parser_fini(&w->sg_parser);
 		stats_free(&w->stats);
 		stats_free(&w->stats_base);
 		pthread_mutex_destroy(&w->clients_lock);

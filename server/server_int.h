@@ -50,6 +50,7 @@ typedef struct spw_config {
 	int device_throttle_limit;    /* --device-throttle-limit: IOs in flight, 0 = the device's default */
 	int device_completion_threads; /* --device-completion-threads */
 	uint64_t initial_io_record_size; /* --initial-io-record-size */
+	bool sg_get;                  /* --sg-get: a parked GET prefetches the GETs after it (server.c note 14) */
 } spw_config;
 
 /* --device-type values (Garnet's names, matched without case). */
@@ -143,6 +144,8 @@ struct client {
 	bool io_wait;                 /* parked: the store will call the ready callback for it */
 	bool op_held;                 /* the store holds fetched records for it: release when done */
 	client_resume resume;
+	uint32_t sg_ahead;            /* requests after the running one whose keys the look-ahead
+	                               * prefetched: the fetched records are kept until they ran */
 };
 
 struct spw_command;
@@ -162,8 +165,12 @@ typedef struct worker_stats {
 	uint64_t *cmd_ticks;          /* per command index: server_ticks() spent (see server_ticks) */
 	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
 	uint64_t reads, writes;       /* read()/writev() calls that moved bytes */
-	uint64_t parked;              /* commands parked on the device (each park counts) */
+	uint64_t parked;              /* commands parked on the device (each park counts), and those whose
+	                               * read a parked GET's look-ahead queued (server.c note 14) */
 	uint64_t io_errors;           /* commands answered with a device IO error */
+	uint64_t sg_runs;             /* look-aheads run by a parked GET/MGET (server.c note 14) */
+	uint64_t sg_gets;             /* keys of later GET/MGET requests they prefetched */
+	uint64_t sg_pending;          /* of those, the ones that queued a device read */
 } worker_stats;
 
 struct worker {
@@ -202,6 +209,7 @@ struct worker {
 	bool io_dirty;                /* reads may be queued and not yet submitted: poll before sleeping */
 	uint32_t nparked;             /* clients waiting on the device (io_wait) */
 	client *resume_head, *resume_tail;   /* ready clients, in completion order */
+	resp_parser sg_parser;        /* look-ahead over a parked client's later requests (note 14) */
 };
 
 typedef struct server_state {

@@ -1,0 +1,511 @@
+/*
+ * test_sg.c - scatter-gather GET (--sg-get, server.c note 14) end to end: a spillway-server with
+ * --storage-tier and a tiny --memory, so most keys are on the device, answers pipelines that mix
+ * GETs that hit memory with GETs that go to the device, and writes in between, exactly as a model
+ * applied request by request says.
+ *
+ * Notes:
+ *  1. Sizes: --page 64k --memory 512k and SG_KEYS keys of about 100 B (2.5 MB of log: most are
+ *     cold). Under AddressSanitizer fewer keys and shorter pipelines.
+ *  2. Every pipeline is sent in one write, so the server finds it whole in the read buffer and the
+ *     look-ahead of a parked GET sees the requests after it; then every reply is read and compared
+ *     byte for byte with the model's.
+ *  3. sg-get on and off (CONFIG SET at run time) must give the same reply stream for the same
+ *     workload; the INFO counters (sg_lookahead_*) say whether the look-ahead ran.
+ *  4. No timing assertions.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/spw.h"
+#include "support/itest.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SG_ASAN 1
+#endif
+#endif
+#ifdef SG_ASAN
+#define SG_KEYS 6000
+#define SG_PIPE 300
+#else
+#define SG_KEYS 20000
+#define SG_PIPE 1000
+#endif
+
+static itest_server g_srv;
+static bool g_up;
+static itest_conn g_c;
+/* The model: generation of each key's value, -1 when deleted. */
+static int g_gen[SG_KEYS];
+
+/* ---------------- model and buffers ---------------- */
+
+static size_t key_make(int i, char *buf)
+{
+	return (size_t)sprintf(buf, "sg:key:%d", i);
+}
+
+/* About 100 bytes, different for each key and generation. */
+static size_t val_make(int i, int gen, char *buf)
+{
+	int n = sprintf(buf, "val-%d-gen-%d-", i, gen);
+	int len = 90 + (i * 7 + gen) % 30;
+	for (int k = n; k < len; k++)
+		buf[k] = (char)('a' + (i + k + gen) % 26);
+	return (size_t)len;
+}
+
+typedef struct obuf {
+	char *p;
+	size_t len, cap;
+} obuf;
+
+static void ob_add(obuf *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 65536;
+		while (cap < b->len + n)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		assert_non_null(b->p);
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+static void ob_fmt(obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ob_fmt(obuf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	ob_add(b, tmp, (size_t)n);
+}
+
+static void ob_bulk(obuf *b, const void *p, size_t n)
+{
+	ob_fmt(b, "$%zu\r\n", n);
+	ob_add(b, p, n);
+	ob_add(b, "\r\n", 2);
+}
+
+/* A request: argv as RESP; and its expected reply. */
+typedef struct pipe_buf {
+	obuf req, exp;
+	int n;                         /* requests */
+} pipe_buf;
+
+static void pb_reset(pipe_buf *pb)
+{
+	pb->req.len = pb->exp.len = 0;
+	pb->n = 0;
+}
+
+static void pb_free(pipe_buf *pb)
+{
+	free(pb->req.p);
+	free(pb->exp.p);
+	memset(pb, 0, sizeof(*pb));
+}
+
+static void exp_value(obuf *exp, int i)
+{
+	char v[256];
+	if (g_gen[i] < 0) {
+		ob_add(exp, "$-1\r\n", 5);
+		return;
+	}
+	ob_bulk(exp, v, val_make(i, g_gen[i], v));
+}
+
+static void pb_get(pipe_buf *pb, int i)
+{
+	char k[64];
+	ob_add(&pb->req, "*2\r\n$3\r\nGET\r\n", 13);
+	ob_bulk(&pb->req, k, key_make(i, k));
+	exp_value(&pb->exp, i);
+	pb->n++;
+}
+
+static void pb_set(pipe_buf *pb, int i, int gen)
+{
+	char k[64], v[256];
+	ob_add(&pb->req, "*3\r\n$3\r\nSET\r\n", 13);
+	ob_bulk(&pb->req, k, key_make(i, k));
+	ob_bulk(&pb->req, v, val_make(i, gen, v));
+	ob_add(&pb->exp, "+OK\r\n", 5);
+	g_gen[i] = gen;
+	pb->n++;
+}
+
+static void pb_del(pipe_buf *pb, int i)
+{
+	char k[64];
+	ob_add(&pb->req, "*2\r\n$3\r\nDEL\r\n", 13);
+	ob_bulk(&pb->req, k, key_make(i, k));
+	ob_fmt(&pb->exp, ":%d\r\n", g_gen[i] >= 0 ? 1 : 0);
+	g_gen[i] = -1;
+	pb->n++;
+}
+
+static void pb_mget(pipe_buf *pb, const int *keys, int n)
+{
+	char k[64];
+	ob_fmt(&pb->req, "*%d\r\n$4\r\nMGET\r\n", n + 1);
+	ob_fmt(&pb->exp, "*%d\r\n", n);
+	for (int j = 0; j < n; j++) {
+		ob_bulk(&pb->req, k, key_make(keys[j], k));
+		exp_value(&pb->exp, keys[j]);
+	}
+	pb->n++;
+}
+
+/* Send the pipeline in one write; append every reply to got (may be NULL) and compare each with the
+ * expected one. */
+static void pb_run(pipe_buf *pb, obuf *got)
+{
+	assert_int_equal(itest_conn_send(&g_c, pb->req.p, pb->req.len), 0);
+	size_t off = 0;
+	for (int r = 0; r < pb->n; r++) {
+		const char *rep;
+		ssize_t n = itest_conn_read_reply(&g_c, &rep, NULL);
+		if (n < 0) {
+			fprintf(stderr, "sg: reply %d of %d: %s\n", r, pb->n, strerror((int)-n));
+			itest_server_log_dump(&g_srv);
+			fail();
+		}
+		if (got)
+			ob_add(got, rep, (size_t)n);
+		if (off + (size_t)n > pb->exp.len || memcmp(pb->exp.p + off, rep, (size_t)n) != 0) {
+			char *g = itest_escape(rep, (size_t)n, 200);
+			char *e = itest_escape(pb->exp.p + off, SPW_MIN(pb->exp.len - off, (size_t)200), 200);
+			fprintf(stderr, "sg: reply %d of %d is %s, expected %s\n", r, pb->n, g, e);
+			free(g);
+			free(e);
+			itest_server_log_dump(&g_srv);
+			fail();
+		}
+		off += (size_t)n;
+	}
+	assert_int_equal(off, pb->exp.len);
+	pb_reset(pb);
+}
+
+static uint64_t info_u64(const char *field)
+{
+	char *info = itest_conn_call(&g_c, "INFO", "stats", NULL);
+	assert_non_null(info);
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\r\n%s:", field);
+	char *p = strstr(info, pat);
+	if (!p) {
+		fprintf(stderr, "sg: INFO has no %s\n", field);
+		free(info);
+		fail();
+	}
+	uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+	free(info);
+	return v;
+}
+
+static void sg_set(const char *yesno)
+{
+	char *r = itest_conn_call(&g_c, "CONFIG", "SET", "sg-get", yesno, NULL);
+	assert_non_null(r);
+	assert_string_equal(r, "+OK\r\n");
+	free(r);
+	r = itest_conn_call(&g_c, "CONFIG", "GET", "sg-get", NULL);
+	assert_non_null(r);
+	char exp[64];
+	snprintf(exp, sizeof(exp), "*2\r\n$6\r\nsg-get\r\n$%zu\r\n%s\r\n", strlen(yesno), yesno);
+	assert_string_equal(r, exp);
+	free(r);
+}
+
+static uint64_t rnd_state = 88172645463325252ULL;
+static uint32_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return (uint32_t)(rnd_state >> 16);
+}
+
+/* ---------------- setup ---------------- */
+
+static int server_setup(void **state)
+{
+	(void)state;
+	const char *flags[] = {
+		"--storage-tier", "--device-type", "posix", "--threads", "1", "--memory", "512k",
+		"--page", "64k", "--segment", "4m", "--index", "4m", NULL,
+	};
+	int err = itest_spillway_start(&g_srv, flags);
+	if (err) {
+		fprintf(stderr, "sg: cannot start spillway-server: %s\n", strerror(-err));
+		return -1;
+	}
+	g_up = true;
+	if (itest_conn_open(&g_c, g_srv.port) < 0)
+		return -1;
+	/* Load every key, 500 per pipeline. */
+	pipe_buf pb = { 0 };
+	for (int i = 0; i < SG_KEYS; i++) {
+		g_gen[i] = -1;
+		pb_set(&pb, i, 0);
+		if (pb.n == 500 || i == SG_KEYS - 1) {
+			if (itest_conn_send(&g_c, pb.req.p, pb.req.len) < 0)
+				return -1;
+			for (int r = 0; r < pb.n; r++) {
+				const char *rep;
+				if (itest_conn_read_reply(&g_c, &rep, NULL) != 5 || memcmp(rep, "+OK\r\n", 5))
+					return -1;
+			}
+			pb_reset(&pb);
+		}
+	}
+	pb_free(&pb);
+	return 0;
+}
+
+static int server_teardown(void **state)
+{
+	(void)state;
+	itest_conn_close(&g_c);
+	if (g_up) {
+		int st = itest_server_stop(&g_srv);
+		g_up = false;
+		if (st != 0) {
+			fprintf(stderr, "sg: spillway-server exited with status %d\n", st);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---------------- tests ---------------- */
+
+static void test_a_write_later_in_the_pipeline_is_not_seen_by_an_earlier_cold_get(void **state)
+{
+	(void)state;
+	pipe_buf pb = { 0 };
+	/* Cold keys (loaded first, long evicted): GET, then SET/DEL of the same key, then GET. */
+	for (int j = 0; j < 20; j++) {
+		int a = j * 3, b = j * 3 + 1, c = j * 3 + 2;
+		pb_get(&pb, a);
+		pb_get(&pb, b);
+		pb_get(&pb, c);
+		pb_set(&pb, a, 1000 + j);
+		pb_del(&pb, b);
+		pb_get(&pb, a);
+		pb_get(&pb, b);
+		pb_get(&pb, c);
+	}
+	pb_run(&pb, NULL);
+	pb_free(&pb);
+}
+
+static void test_interleaved_get_set_del_pipelines_answer_in_order_with_the_right_values(void **state)
+{
+	(void)state;
+	pipe_buf pb = { 0 };
+	for (int round = 0; round < 6; round++) {
+		for (int r = 0; r < SG_PIPE; r++) {
+			/* Half the GETs on recently written keys (likely in memory), half anywhere (cold). */
+			uint32_t x = rnd();
+			int i = (x & 1) ? (int)((SG_KEYS - 1) - rnd() % 400) : (int)(rnd() % SG_KEYS);
+			uint32_t op = rnd() % 100;
+			if (op < 70)
+				pb_get(&pb, i);
+			else if (op < 85)
+				pb_set(&pb, i, (g_gen[i] < 0 ? 0 : g_gen[i]) + 1);
+			else
+				pb_del(&pb, i);
+		}
+		pb_run(&pb, NULL);
+	}
+	pb_free(&pb);
+}
+
+static void test_a_long_pipeline_of_cold_gets_parks_once_for_many_reads(void **state)
+{
+	(void)state;
+	sg_set("yes");
+	uint64_t runs0 = info_u64("sg_lookahead_runs"), gets0 = info_u64("sg_lookahead_gets");
+	uint64_t pend0 = info_u64("sg_lookahead_pending");
+	pipe_buf pb = { 0 };
+	for (int r = 0; r < SG_PIPE; r++)
+		pb_get(&pb, 100 + r);   /* loaded first: on the device */
+	pb_run(&pb, NULL);
+	pb_free(&pb);
+	uint64_t runs = info_u64("sg_lookahead_runs") - runs0, gets = info_u64("sg_lookahead_gets") - gets0;
+	uint64_t pend = info_u64("sg_lookahead_pending") - pend0;
+	assert_true(runs >= 1);
+	assert_true(gets > runs);
+	/* Pending GETs per parked client: the parked one plus those its look-ahead queued. */
+	assert_true((runs + pend) / runs > 1);
+}
+
+static void test_mget_of_1000_keys_half_cold_half_hot_answers_in_key_order(void **state)
+{
+	(void)state;
+	pipe_buf pb = { 0 };
+	int keys[1000];
+	/* 500 keys written now (in memory) interleaved with 500 loaded first (on the device). */
+	for (int j = 0; j < 500; j++)
+		pb_set(&pb, SG_KEYS / 2 + j, 7);
+	pb_run(&pb, NULL);
+	for (int j = 0; j < 500; j++) {
+		keys[2 * j] = 200 + j;
+		keys[2 * j + 1] = SG_KEYS / 2 + j;
+	}
+	pb_mget(&pb, keys, 1000);
+	pb_get(&pb, 200);
+	pb_mget(&pb, keys + 1, 999);
+	pb_run(&pb, NULL);
+	pb_free(&pb);
+}
+
+/* A workload that leaves the store as it found it, so it can run twice: GETs and MGETs of cold,
+ * hot and missing keys, SETs of the value a key already has, and a scratch key written, read and
+ * deleted within the pipeline. */
+static void workload_build(pipe_buf *pb, uint64_t seed)
+{
+	rnd_state = seed;
+	for (int r = 0; r < SG_PIPE; r++) {
+		int i = (int)(rnd() % SG_KEYS);
+		uint32_t op = rnd() % 100;
+		if (op < 75) {
+			pb_get(pb, i);
+		} else if (op < 85) {
+			int keys[8];
+			for (int j = 0; j < 8; j++)
+				keys[j] = (int)(rnd() % SG_KEYS);
+			pb_mget(pb, keys, 8);
+		} else if (op < 90) {
+			if (g_gen[i] >= 0)
+				pb_set(pb, i, g_gen[i]);
+			else
+				pb_del(pb, i);
+		} else {
+			/* The scratch key: SET, GET, DEL (it ends absent, as it started). */
+			int s = SG_KEYS - 1;
+			int old = g_gen[s];
+			pb_set(pb, s, 5000 + r);
+			pb_get(pb, s);
+			if (old >= 0)
+				pb_set(pb, s, old);
+			else
+				pb_del(pb, s);
+		}
+	}
+}
+
+static void test_sg_get_on_and_off_give_byte_identical_reply_streams(void **state)
+{
+	(void)state;
+	obuf on = { 0 }, off = { 0 };
+	pipe_buf pb = { 0 };
+
+	sg_set("no");
+	uint64_t runs0 = info_u64("sg_lookahead_runs");
+	for (int round = 0; round < 3; round++) {
+		workload_build(&pb, 1234567ULL + (uint64_t)round);
+		pb_run(&pb, &off);
+	}
+	assert_int_equal(info_u64("sg_lookahead_runs"), runs0);   /* off: no look-ahead */
+
+	sg_set("yes");
+	for (int round = 0; round < 3; round++) {
+		workload_build(&pb, 1234567ULL + (uint64_t)round);
+		pb_run(&pb, &on);
+	}
+	assert_true(info_u64("sg_lookahead_runs") > runs0);
+	assert_int_equal(on.len, off.len);
+	assert_memory_equal(on.p, off.p, on.len);
+	free(on.p);
+	free(off.p);
+	pb_free(&pb);
+}
+
+static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_clients(void **state)
+{
+	(void)state;
+	/* A second server with a throttle of 4 reads in flight: a long cold pipeline on one connection
+	 * still completes exactly, and a PING on another connection is answered meanwhile. */
+	itest_server srv;
+	const char *flags[] = {
+		"--storage-tier", "--device-type", "posix", "--threads", "1", "--memory", "256k",
+		"--page", "32k", "--segment", "4m", "--index", "4m", "--device-throttle-limit", "4", NULL,
+	};
+	assert_int_equal(itest_spillway_start(&srv, flags), 0);
+	itest_conn a, b;
+	assert_int_equal(itest_conn_open(&a, srv.port), 0);
+	assert_int_equal(itest_conn_open(&b, srv.port), 0);
+	int n = SG_KEYS / 4;
+	obuf req = { 0 };
+	char k[64], v[256];
+	for (int i = 0; i < n; i++) {
+		ob_add(&req, "*3\r\n$3\r\nSET\r\n", 13);
+		ob_bulk(&req, k, key_make(i, k));
+		ob_bulk(&req, v, val_make(i, 3, v));
+	}
+	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
+	for (int i = 0; i < n; i++) {
+		const char *rep;
+		assert_int_equal(itest_conn_read_reply(&a, &rep, NULL), 5);
+	}
+	req.len = 0;
+	for (int i = 0; i < n; i++) {
+		ob_add(&req, "*2\r\n$3\r\nGET\r\n", 13);
+		ob_bulk(&req, k, key_make(i, k));
+	}
+	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
+	char *pong = itest_conn_call(&b, "PING", NULL);
+	assert_non_null(pong);
+	assert_string_equal(pong, "+PONG\r\n");
+	free(pong);
+	for (int i = 0; i < n; i++) {
+		const char *rep;
+		ssize_t len = itest_conn_read_reply(&a, &rep, NULL);
+		size_t vl = val_make(i, 3, v);
+		char exp[300];
+		int el = snprintf(exp, sizeof(exp), "$%zu\r\n%.*s\r\n", vl, (int)vl, v);
+		if (len != el || memcmp(rep, exp, (size_t)el) != 0) {
+			fprintf(stderr, "sg: throttled GET %d wrong\n", i);
+			itest_server_log_dump(&srv);
+			fail();
+		}
+	}
+	free(req.p);
+	itest_conn_close(&a);
+	itest_conn_close(&b);
+	assert_int_equal(itest_server_stop(&srv), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_write_later_in_the_pipeline_is_not_seen_by_an_earlier_cold_get),
+		cmocka_unit_test(test_interleaved_get_set_del_pipelines_answer_in_order_with_the_right_values),
+		cmocka_unit_test(test_a_long_pipeline_of_cold_gets_parks_once_for_many_reads),
+		cmocka_unit_test(test_mget_of_1000_keys_half_cold_half_hot_answers_in_key_order),
+		cmocka_unit_test(test_sg_get_on_and_off_give_byte_identical_reply_streams),
+		cmocka_unit_test(test_reads_beyond_the_device_throttle_wait_without_stalling_other_clients),
+	};
+	return cmocka_run_group_tests(tests, server_setup, server_teardown);
+}
