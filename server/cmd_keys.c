@@ -31,7 +31,7 @@
  *     the destination and (RENAME) delete the source as separate store operations, so another
  *     client may briefly see both keys, or a write to the source made in between may be lost.
  *     RENAMENX and COPY without REPLACE create the destination atomically (one hlog_rmw).
- *  9. HLOG_PENDING parks the client (store_failed -> reply_pending) and the request runs again
+ *  9. HLOG_PENDING parks the client (reply_store_failed -> reply_pending) and the request runs again
  *     once the device reads are done (server.c note 12); a handler must not have changed the store
  *     before it parks. Commands of several keys (DEL, UNLINK, EXISTS, TOUCH of more than one key,
  *     RENAME, RENAMENX, COPY) first prefetch every key, so that their reads go out together and
@@ -55,42 +55,6 @@
 #include <strings.h>
 
 /* ---------------- shared helpers ---------------- */
-
-static inline void key_from_arg(hlog_key *k, const resp_slice *a)
-{
-	hlog_key_init(k, a->ptr, a->len);
-}
-
-/* Compare an option with a lower-case literal as Redis's strcasecmp on an sds: the argument
- * ends at its first NUL byte. */
-static bool opt_is(const resp_slice *a, const char *lit, size_t n)
-{
-	if (a->len < n || (a->len > n && a->ptr[n] != '\0'))
-		return false;
-	return strncasecmp(a->ptr, lit, n) == 0;
-}
-#define OPT_IS(a, lit) opt_is((a), lit, sizeof(lit) - 1)
-
-/* Reply to a negative store result, or park the client on HLOG_PENDING (note 9). true when the
- * handler must return. */
-static bool store_failed(client *c, int rc)
-{
-	if (SPW_LIKELY(rc >= 0 && rc != HLOG_PENDING))
-		return false;
-	if (rc == HLOG_PENDING)
-		reply_pending(c);
-	else
-		reply_err_store(c, rc);
-	return true;
-}
-
-static void count_lookup(client *c, bool found)
-{
-	if (found)
-		c->w->stats.keyspace_hits++;
-	else
-		c->w->stats.keyspace_misses++;
-}
 
 static void read_noop(void *ctx, const hlog_value *v)
 {
@@ -201,7 +165,7 @@ void cmd_del(client *c)
 	long long n = c->resume.acc;
 	int first = c->resume.idx ? c->resume.idx : 1;
 	hlog_key k;
-	if (c->argc > 2 && first == 1 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+	if (c->argc > 2 && first == 1 && reply_store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
 		return;
 	for (int j = first; j < c->argc; j++) {
 		key_from_arg(&k, &c->argv[j]);
@@ -210,7 +174,7 @@ void cmd_del(client *c)
 			c->resume.idx = j;
 			c->resume.acc = n;
 		}
-		if (store_failed(c, rc))
+		if (reply_store_failed(c, rc))
 			return;
 		n += rc == HLOG_OK;
 	}
@@ -227,11 +191,11 @@ void cmd_unlink(client *c)
 static void count_existing(client *c)
 {
 	long long n = 0;
-	if (c->argc > 2 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+	if (c->argc > 2 && reply_store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
 		return;
 	for (int j = 1; j < c->argc; j++) {
 		int rc = key_exists(c, &c->argv[j]);
-		if (store_failed(c, rc))
+		if (reply_store_failed(c, rc))
 			return;
 		count_lookup(c, rc == 1);
 		n += rc;
@@ -252,7 +216,7 @@ void cmd_touch(client *c)
 void cmd_type(client *c)
 {
 	int rc = key_exists(c, &c->argv[1]);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, rc == 1);
 	if (rc)
@@ -384,7 +348,7 @@ static void expire_generic(client *c, long long basetime, bool seconds, const ch
 
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &expire_ops, &e);
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_int(c, e.result);
 	return;
 invalid:
@@ -426,7 +390,7 @@ static void ttl_generic(client *c, bool ms, bool absolute)
 
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_read(c->w->sess, &k, read_expire, &expire);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, rc == HLOG_OK);
 	if (rc == HLOG_NOTFOUND) {
@@ -487,7 +451,7 @@ void cmd_persist(client *c)
 	hlog_key k;
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &persist_ops, &result);
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_int(c, result);
 }
 
@@ -822,11 +786,11 @@ static void rename_generic(client *c, bool nx)
 
 	if (c->resume.stage == 1)
 		goto delete_source;
-	if (store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
+	if (reply_store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
 		return;
 	if (args_same(&c->argv[1], &c->argv[2])) {
 		rc = key_exists(c, &c->argv[1]);
-		if (store_failed(c, rc))
+		if (reply_store_failed(c, rc))
 			return;
 		if (rc == 0)
 			reply_error(c, "ERR no such key");
@@ -837,14 +801,14 @@ static void rename_generic(client *c, bool nx)
 		return;
 	}
 	rc = src_read(c, &c->argv[1], &s);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	if (rc == HLOG_NOTFOUND) {
 		reply_error(c, "ERR no such key");
 		return;
 	}
 	rc = dst_write(c, &c->argv[2], &s, !nx);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	if (rc == 0) {
 		reply_int(c, 0);
@@ -855,7 +819,7 @@ delete_source:
 	rc = hlog_delete(c->w->sess, &k);
 	if (SPW_UNLIKELY(rc == HLOG_PENDING))
 		c->resume.stage = 1;
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	if (nx)
 		reply_int(c, 1);
@@ -908,10 +872,10 @@ void cmd_copy(client *c)
 		reply_error(c, "ERR source and destination objects are the same");
 		return;
 	}
-	if (store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
+	if (reply_store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
 		return;
 	rc = src_read(c, &c->argv[1], &s);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, rc == HLOG_OK);
 	if (rc == HLOG_NOTFOUND) {
@@ -919,7 +883,7 @@ void cmd_copy(client *c)
 		return;
 	}
 	rc = dst_write(c, &c->argv[2], &s, replace);
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_int(c, rc);
 }
 
@@ -938,7 +902,7 @@ void cmd_flushall(client *c)
 		reply_err_syntax(c);
 		return;
 	}
-	if (!store_failed(c, hlog_flush_all(c->w->sess)))
+	if (!reply_store_failed(c, hlog_flush_all(c->w->sess)))
 		reply_ok(c);
 }
 

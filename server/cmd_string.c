@@ -25,7 +25,7 @@
  *     created by another thread between MSETNX's checks and its writes is overwritten. Each single
  *     key command is atomic (one hlog_rmw).
  *  8. HLOG_PENDING (with --storage-tier: a record the command needs is on the device) parks the
- *     client (store_failed -> reply_pending): the handler returns at once and the worker runs the
+ *     client (reply_store_failed -> reply_pending): the handler returns at once and the worker runs the
  *     same request again when the reads are done (server.c note 12). So no handler may change the
  *     store before an operation that can answer HLOG_PENDING. Single-key commands are one store
  *     operation, so that holds by construction, and they pay nothing extra in memory-only mode.
@@ -48,38 +48,6 @@
 
 /* ---------------- shared helpers ---------------- */
 
-static inline void key_from_arg(hlog_key *k, const resp_slice *a)
-{
-	hlog_key_init(k, a->ptr, a->len);
-}
-
-/* Compare an option with a lower-case literal the way Redis's strcasecmp on an sds does: the
- * argument ends at its first NUL byte, so "nx\0junk" is NX. */
-static bool opt_is(const resp_slice *a, const char *lit, size_t n)
-{
-	if (a->len < n || (a->len > n && a->ptr[n] != '\0'))
-		return false;
-	return strncasecmp(a->ptr, lit, n) == 0;
-}
-#define OPT_IS(a, lit) opt_is((a), lit, sizeof(lit) - 1)
-
-/* Reply to a negative store result, or to HLOG_PENDING (see note 8). true when rc was not a
- * success, i.e. a reply has been written. */
-static bool store_failed(client *c, int rc)
-{
-	if (SPW_LIKELY(rc >= 0 && rc != HLOG_PENDING))
-		return false;
-	switch (rc) {
-	case SPW_E_NOT_INT: reply_err_not_int(c); break;
-	case SPW_E_OVERFLOW: reply_error(c, "ERR increment or decrement would overflow"); break;
-	case SPW_E_NOT_FLOAT: reply_error(c, "ERR value is not a valid float"); break;
-	case SPW_E_NAN: reply_error(c, "ERR increment would produce NaN or Infinity"); break;
-	case HLOG_PENDING: reply_pending(c); break;
-	default: reply_err_store(c, rc); break;
-	}
-	return true;
-}
-
 static void reply_err_expire(client *c, const char *cmd)
 {
 	reply_errorf(c, "ERR invalid expire time in '%s' command", cmd);
@@ -96,14 +64,6 @@ static void read_noop(void *ctx, const hlog_value *v)
 {
 	(void)ctx;
 	(void)v;
-}
-
-static void count_lookup(client *c, bool found)
-{
-	if (found)
-		c->w->stats.keyspace_hits++;
-	else
-		c->w->stats.keyspace_misses++;
 }
 
 /* Copy the old value into the worker's scratch for the reply (note 3). 0 or -ENOMEM. */
@@ -135,7 +95,7 @@ void cmd_get(client *c)
 		c->w->stats.keyspace_misses++;
 		reply_null(c);
 	} else {
-		store_failed(c, rc);
+		reply_store_failed(c, rc);
 	}
 }
 
@@ -144,7 +104,7 @@ void cmd_get(client *c)
 void cmd_mget(client *c)
 {
 	hlog_key k;
-	if (c->argc > 2 && store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
+	if (c->argc > 2 && reply_store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
 		return;
 	resp_write_array_len(&c->out, c->argc - 1);
 	for (int i = 1; i < c->argc; i++) {
@@ -171,7 +131,7 @@ void cmd_strlen(client *c)
 	size_t len = 0;
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_read(c->w->sess, &k, read_len, &len);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, rc == HLOG_OK);
 	reply_int(c, (long long)len);
@@ -220,7 +180,7 @@ void cmd_getrange(client *c)
 	}
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_read(c->w->sess, &k, read_range, &r);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, rc == HLOG_OK);
 	if (rc == HLOG_NOTFOUND)
@@ -411,7 +371,7 @@ static void set_generic(client *c, int flags, const resp_slice *key, const resp_
 	} else {
 		rc = hlog_rmw(c->w->sess, &k, &set_ops, &s);
 	}
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 
 	if (flags & SETF_GET) {
@@ -442,7 +402,7 @@ void cmd_set(client *c)
 		hlog_key k;
 		key_from_arg(&k, &c->argv[1]);
 		int rc = hlog_upsert(c->w->sess, &k, c->argv[2].ptr, c->argv[2].len, HLOG_NO_EXPIRY);
-		if (!store_failed(c, rc))
+		if (!reply_store_failed(c, rc))
 			reply_ok(c);
 		return;
 	}
@@ -534,7 +494,7 @@ static void getx_run(client *c, struct getx_ctx *g)
 	hlog_key k;
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &getx_ops, g);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	count_lookup(c, g->found);
 	if (g->found)
@@ -566,7 +526,7 @@ void cmd_getex(client *c)
 		hlog_key k;
 		key_from_arg(&k, &c->argv[1]);
 		int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
-		if (store_failed(c, rc))
+		if (reply_store_failed(c, rc))
 			return;
 		count_lookup(c, rc == HLOG_OK);
 		if (rc == HLOG_NOTFOUND)
@@ -611,9 +571,9 @@ void cmd_mset(client *c)
 {
 	if (!mset_args_ok(c))
 		return;
-	if (c->argc > 3 && !c->resume.idx && store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
+	if (c->argc > 3 && !c->resume.idx && reply_store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
 		return;
-	if (!store_failed(c, mset_write_all(c)))
+	if (!reply_store_failed(c, mset_write_all(c)))
 		reply_ok(c);
 }
 
@@ -626,12 +586,12 @@ void cmd_msetnx(client *c)
 	if (!mset_args_ok(c))
 		return;
 	if (c->resume.stage == 0) {
-		if (c->argc > 3 && store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
+		if (c->argc > 3 && reply_store_failed(c, command_keys_prefetch(c, 1, -2, 2)))
 			return;
 		for (int j = 1; j < c->argc; j += 2) {
 			key_from_arg(&k, &c->argv[j]);
 			int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
-			if (store_failed(c, rc))
+			if (reply_store_failed(c, rc))
 				return;
 			if (rc == HLOG_OK) {
 				reply_int(c, 0);
@@ -642,7 +602,7 @@ void cmd_msetnx(client *c)
 	int rc = mset_write_all(c);
 	if (rc == HLOG_PENDING)
 		c->resume.stage = 1;
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_int(c, 1);
 }
 
@@ -689,7 +649,7 @@ static void incr_generic(client *c, long long incr)
 	hlog_key k;
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &incr_ops, &x);
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_int(c, x.result);
 }
 
@@ -822,7 +782,7 @@ void cmd_incrbyfloat(client *c)
 	}
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &incrf_ops, &x);
-	if (!store_failed(c, rc))
+	if (!reply_store_failed(c, rc))
 		reply_bulk(c, x.buf, x.len);
 }
 
@@ -901,7 +861,7 @@ static void patch_run(client *c, const hlog_rmw_ops *ops, struct patch_ctx *p)
 	hlog_key k;
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, ops, p);
-	if (store_failed(c, rc))
+	if (reply_store_failed(c, rc))
 		return;
 	if (p->too_big)
 		reply_error(c, "ERR string exceeds maximum allowed size (proto-max-bulk-len)");

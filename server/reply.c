@@ -104,3 +104,25 @@ bool arg_eq(const resp_slice *a, const char *lit)
 	size_t n = strlen(lit);
 	return a->len == n && strncasecmp(a->ptr, lit, n) == 0;
 }
+
+bool arg_opt_is(const resp_slice *a, const char *lit, size_t n)
+{
+	if (a->len < n || (a->len > n && a->ptr[n] != '\0'))
+		return false;
+	return strncasecmp(a->ptr, lit, n) == 0;
+}
+
+bool reply_store_failed(client *c, int rc)
+{
+	if (SPW_LIKELY(rc >= 0 && rc != HLOG_PENDING))
+		return false;
+	switch (rc) {
+	case SPW_E_NOT_INT: reply_err_not_int(c); break;
+	case SPW_E_OVERFLOW: reply_error(c, "ERR increment or decrement would overflow"); break;
+	case SPW_E_NOT_FLOAT: reply_error(c, "ERR value is not a valid float"); break;
+	case SPW_E_NAN: reply_error(c, "ERR increment would produce NaN or Infinity"); break;
+	case HLOG_PENDING: reply_pending(c); break;
+	default: reply_err_store(c, rc); break;
+	}
+	return true;
+}

@@ -368,4 +368,25 @@ void reply_err_store(client *c, int err); /* a store error: OOM, too big, corrup
 bool arg_ll(const resp_slice *a, long long *out);
 bool arg_eq(const resp_slice *a, const char *lit);   /* case-insensitive compare with a literal */
 
+/* Compare an option with a lower-case literal the way Redis's strcasecmp on an sds does: the
+ * argument ends at its first NUL byte, so "nx\0junk" is NX. */
+bool arg_opt_is(const resp_slice *a, const char *lit, size_t n);
+#define OPT_IS(a, lit) arg_opt_is((a), lit, sizeof(lit) - 1)
+
+static inline void key_from_arg(hlog_key *k, const resp_slice *a) { hlog_key_init(k, a->ptr, a->len); }
+
+/* Count a keyspace hit or miss (INFO keyspace_hits/misses) on the client's worker. */
+static inline void count_lookup(client *c, bool found)
+{
+	if (found)
+		c->w->stats.keyspace_hits++;
+	else
+		c->w->stats.keyspace_misses++;
+}
+
+/* For a store result rc: false on success; otherwise write the reply (Redis's error text for the
+ * number errors, the store error, or park the client on HLOG_PENDING) and return true: the handler
+ * must return. */
+bool reply_store_failed(client *c, int rc);
+
 #endif
