@@ -456,6 +456,34 @@ static inline bool name_matches(const char *s, size_t n, const char *lower)
 	return lower[n] == '\0';
 }
 
+/*
+ * Names of up to 8 bytes (every hot command) are looked up as one folded 64-bit word: load the bytes,
+ * lower-case A-Z with SWAR arithmetic, hash with one multiply, compare one word and the length. The
+ * callgrind profile had the byte-wise hash and compare at 10% of a pipelined GET/SET's instructions.
+ * A NUL byte in the name never matches: no command name contains one, and the length differs.
+ */
+#define FAST_SLOTS 256
+static uint64_t fast_word[FAST_SLOTS];
+static uint8_t fast_len[FAST_SLOTS];
+static const spw_command *fast_cmd[FAST_SLOTS];
+
+static inline uint64_t name_word(const char *s, size_t n)
+{
+	uint64_t w = 0;
+	memcpy(&w, s, n);
+	const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+	uint64_t low7 = w & ~high;                        /* each byte's 7 low bits */
+	uint64_t ge_a = low7 + ones * (0x80 - 'A');       /* high bit set where byte >= 'A' */
+	uint64_t gt_z = low7 + ones * (0x80 - 'Z' - 1);   /* high bit set where byte > 'Z' */
+	uint64_t upper = ge_a & ~gt_z & ~w & high;        /* ASCII 'A'..'Z' only (not bytes >= 0x80) */
+	return w | (upper >> 2);                          /* 0x80 >> 2 = 0x20: to lower case */
+}
+
+static inline uint32_t word_slot(uint64_t w, size_t n)
+{
+	return (uint32_t)(((w ^ n) * 0x9E3779B97F4A7C15ULL) >> 56) & (FAST_SLOTS - 1);
+}
+
 void command_table_init(void)
 {
 	if (table_ready)
@@ -470,6 +498,16 @@ void command_table_init(void)
 		while (lookup_table[h])
 			h = (h + 1) & (LOOKUP_SLOTS - 1);
 		lookup_table[h] = c;
+		size_t n = strlen(c->name);
+		if (n <= 8) {
+			uint64_t w = name_word(c->name, n);
+			uint32_t f = word_slot(w, n);
+			while (fast_cmd[f])
+				f = (f + 1) & (FAST_SLOTS - 1);
+			fast_word[f] = w;
+			fast_len[f] = (uint8_t)n;
+			fast_cmd[f] = c;
+		}
 	}
 	for (int i = 0; i < ntop; i++) {
 		spw_command *c = &cmd_table[i];
@@ -489,6 +527,13 @@ const spw_command *command_lookup(const char *name, size_t len)
 		command_table_init();
 	if (len == 0 || len > NAME_MAX_LEN)
 		return NULL;
+	if (SPW_LIKELY(len <= 8)) {
+		uint64_t w = name_word(name, len);
+		for (uint32_t f = word_slot(w, len); fast_cmd[f]; f = (f + 1) & (FAST_SLOTS - 1))
+			if (fast_word[f] == w && fast_len[f] == len)
+				return fast_cmd[f];
+		return NULL;
+	}
 	uint32_t h = name_hash(name, len) & (LOOKUP_SLOTS - 1);
 	const spw_command *c;
 	while ((c = lookup_table[h]) != NULL) {

@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include "server/server_int.h"
 
@@ -116,6 +117,22 @@ static void test_lookup_is_case_insensitive_and_exact(void **state)
 	assert_null(command_lookup("gett", 4));
 	assert_null(command_lookup("", 0));
 	assert_null(command_lookup("get\0", 4));
+	/* Bytes next to 'A'..'Z' and bytes >= 0x80 must not fold into letters (word-wise lower-casing). */
+	assert_null(command_lookup("GE@", 3));
+	assert_null(command_lookup("GE[", 3));
+	assert_null(command_lookup("G\xc5T", 3));
+	assert_null(command_lookup("g\x05t", 3));
+	/* Every command, short and long names alike, is found by its upper-case name. */
+	for (int i = 0; i < command_count(); i++) {
+		const spw_command *c = command_at(i);
+		char up[64];
+		size_t n = strlen(c->name);
+		assert_true(n < sizeof(up));
+		for (size_t j = 0; j < n; j++)
+			up[j] = (char)toupper((unsigned char)c->name[j]);
+		assert_ptr_equal(command_lookup(up, n), c);
+		assert_ptr_equal(command_lookup(c->name, n), c);
+	}
 	const spw_command *cfg = command_lookup("CONFIG", 6);
 	assert_non_null(cfg);
 	const spw_command *set = command_sub_lookup(cfg, "SeT", 3);
