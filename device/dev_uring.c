@@ -3,7 +3,8 @@
  *
  * One ring per dev_queue, so per worker thread: requests are prepared straight into the ring's SQ
  * by dev_read/dev_write (no system call), dev_submit is one io_uring_submit for all of them, and
- * dev_reap walks the CQ in user space (no system call). The ring's eventfd is registered only when
+ * dev_reap walks the CQ in user space (no system call, but at most one nonblocking enter to run
+ * completions deferred as task work, see uring_ring_init). The ring's eventfd is registered only when
  * dev_queue_fd asks for it: the kernel then signals it per completion, which a worker needs and a
  * dedicated IO thread (dev_wait) does not.
  *
@@ -210,6 +211,7 @@ static int uring_reap(dev_queue *bq, int max)
 {
 	uring_queue *q = (uring_queue *)bq;
 	uint64_t start = bq->completed;
+	bool entered = false;
 
 	dev_queue_done_run(bq, max);
 	while ((int)(bq->completed - start) < max) {
@@ -217,9 +219,15 @@ static int uring_reap(dev_queue *bq, int max)
 		uintptr_t tags[URING_REAP_BATCH];
 		int32_t res[URING_REAP_BATCH];
 		unsigned want = (unsigned)SPW_MIN(max - (int)(bq->completed - start), URING_REAP_BATCH);
-		unsigned n = io_uring_peek_batch_cqe(&q->ring, cqes, want);
-		if (n == 0 && (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN)) {
-			/* Completions wait as deferred task work: run it (a nonblocking enter). */
+		/* Only peek at a CQ with entries: liburing's peek itself enters the kernel on an empty
+		 * CQ while IORING_SQ_TASKRUN is set, which would undo the once-per-call limit below. */
+		unsigned n = io_uring_cq_ready(&q->ring) ? io_uring_peek_batch_cqe(&q->ring, cqes, want) : 0;
+		if (n == 0 && !entered && (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN)) {
+			/* Completions wait as deferred task work: run it (a nonblocking enter). Once per
+			 * call, after the visible CQEs: completions that become task work later do not make
+			 * this call chase them one enter at a time; each new batch of task work signals the
+			 * eventfd again (the list was emptied here), so the caller is told about it. */
+			entered = true;
 			io_uring_get_events(&q->ring);
 			n = io_uring_peek_batch_cqe(&q->ring, cqes, want);
 		}

@@ -1109,6 +1109,11 @@ static int tier_pump(hlog_session *s)
 		if (r <= 0)
 			break;
 		n += r;
+		/* Another round only when this one left work behind: reads the callbacks queued, or a
+		 * full reap. Completions still to come signal the session's fd; reaping again for them
+		 * now would chase them with one system call each. */
+		if (r < TIER_REAP_MAX && !s->t.unsubmitted && !s->t.backlog && !s->t.nstaged)
+			break;
 	}
 	if (s->t.backlog)
 		tier_backlog_run(s);

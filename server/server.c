@@ -59,7 +59,9 @@
  * The storage tier (--storage-tier; tier_open maps Garnet's flags onto device/device.h):
  * 11. Each worker attaches its hlog session on its own thread (hlog_session_attach: the session's
  *     device queue belongs to that thread) and puts hlog_session_fd in its epoll set, so one
- *     epoll_wait sleeps on sockets and device completions together. Every pass calls
+ *     epoll_wait sleeps on sockets and device completions together. The fd is edge-triggered and
+ *     never read: each signal (eventfd_signal wakes its waiters whatever the count) is one report,
+ *     and the pass it wakes polls, which reaps everything the signal announced. Every pass calls
  *     hlog_session_poll once after the sockets were served: that one call submits every read the
  *     pass queued (one system call for all of them), reaps completions and runs the store's ready
  *     callbacks. A worker sleeps (epoll timeout -1) only when nothing is left to submit and no
@@ -532,6 +534,16 @@ static void worker_resume(worker *w)
 	}
 }
 
+/* Whether every read the session submits signals its fd when it completes later: an asynchronous
+ * device (io_uring, libaio, localmemory with threads) does, so a poll that readied nobody need not
+ * be repeated to find the rest (each repeat is one more system call chasing them). A synchronous
+ * device, or one wrapped for fault injection (it may hold completions back), does not. */
+static bool worker_dev_signals(const worker *w)
+{
+	uint32_t caps = g_srv.dev ? g_srv.dev->caps : 0;
+	return w->io_fd >= 0 && (caps & DEV_CAP_ASYNC) && !(caps & DEV_CAP_FAULT);
+}
+
 /* Submit queued reads, reap, resume the clients that became ready; a few rounds, since resumed
  * requests may queue new reads. Runs with the session protected. */
 static void worker_io_pass(worker *w)
@@ -543,7 +555,7 @@ static void worker_io_pass(worker *w)
 			/* Completions that readied nobody freed throttle slots, which the poll refilled from
 			 * the store's backlog: a synchronous device (posix) has already done those reads and
 			 * never signals its fd, so poll again rather than sleep on it (note 11). */
-			if (handled > 0 && w->nparked)
+			if (handled > 0 && w->nparked && !worker_dev_signals(w))
 				continue;
 			return;
 		}
@@ -554,12 +566,11 @@ static void worker_io_pass(worker *w)
 	w->io_dirty = true;   /* not submitted yet: the next epoll_wait must not sleep */
 }
 
-/* The session's completion fd fired: consume its count (eventfd protocol: read, then reap). */
+/* The session's completion fd fired. It is edge-triggered in the epoll set, so its count is not
+ * read (one system call per wake-up saved): every signal of the eventfd is a new edge, and the poll
+ * this pass runs reaps what the signal announced; a completion after that signals again (note 11). */
 static void worker_io_event(worker *w)
 {
-	uint64_t v;
-	ssize_t r = read(w->io_fd, &v, sizeof(v));
-	(void)r;
 	w->io_dirty = true;
 }
 
@@ -970,7 +981,8 @@ static void *worker_main(void *arg)
 		w->tier = true;
 		w->io_fd = hlog_session_fd(w->sess);
 		if (w->io_fd >= 0) {
-			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &w->io_fd };
+			/* Edge-triggered: worker_io_event need not read the count (note 11). */
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = &w->io_fd };
 			if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->io_fd, &ev) < 0) {
 				spw_log(SPW_LOG_WARNING, errno, "Worker %d: epoll_ctl on the device fd", w->idx);
 				w->io_fd = -1;   /* still correct: worker_timeout then ticks while reads wait */
