@@ -110,7 +110,8 @@ void dev_queue_drain(dev_queue *q);
 /* Create (once) the queue's nonblocking eventfd; fd or -errno. */
 int dev_queue_efd(dev_queue *q);
 
-/* Validate r for op and take a throttle slot. 0, -EINVAL (misaligned, empty, too long), -EAGAIN.
+/* Validate r for op and take a throttle slot. 0, -EINVAL (misaligned, empty, too long, or spanning
+ * more than DEV_PIECES_MAX segments: the same limit for every backend), -EAGAIN.
  * Inline: it is on every request's path and is a handful of loads for a one-buffer request. */
 static inline int dev_req_begin(dev_queue *q, dev_req *r, int op)
 {
@@ -132,6 +133,9 @@ static inline int dev_req_begin(dev_queue *q, dev_req *r, int op)
 			return -EINVAL;
 	}
 	if (SPW_UNLIKELY(bad || r->offset >= DEV_MAX_BYTES || r->offset + len > DEV_MAX_BYTES))
+		return -EINVAL;
+	if (SPW_UNLIKELY(len && ((r->offset + len - 1) >> d->segment_shift) - (r->offset >> d->segment_shift) >=
+	                 DEV_PIECES_MAX))
 		return -EINVAL;
 	/* The throttle: one relaxed add; past the limit the add is undone and the caller tries again. */
 	if (SPW_UNLIKELY(atomic_fetch_add_explicit(&d->inflight, 1, memory_order_relaxed) >=

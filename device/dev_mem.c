@@ -262,14 +262,6 @@ static int mem_enqueue(dev_queue *bq, dev_req *r, int op)
 	int rc = dev_req_begin(bq, r, op);
 	if (SPW_UNLIKELY(rc))
 		return rc;
-	if (op != DEV_OP_FLUSH) {
-		uint64_t seg0 = r->offset >> bq->dev->segment_shift;
-		uint64_t seg1 = (r->offset + r->p.len - 1) >> bq->dev->segment_shift;
-		if (seg1 - seg0 >= DEV_PIECES_MAX) {
-			dev_req_cancel(bq, r);
-			return -EINVAL;   /* the same limit as the file backends */
-		}
-	}
 	r->p.pending = 1;
 	r->p.next = NULL;
 	if (q->q_tail)

@@ -832,10 +832,7 @@ int dev_files_enqueue_slow(dev_queue *q, dev_req *r, int op, dev_prep_fn prep)
 	uint64_t npieces = seg1 - seg0 + 1, rel = 0;
 	int rc;
 
-	if (npieces > DEV_PIECES_MAX) {
-		rc = -EINVAL;
-		goto fail;
-	}
+	/* npieces <= DEV_PIECES_MAX: dev_req_begin refused longer spans. */
 	if (q->pieces + npieces > q->depth) {
 		rc = -EAGAIN;
 		goto fail;
