@@ -82,11 +82,16 @@ static char *replies_read(itest_conn *c, int n, size_t *len)
 	for (int i = 0; i < n; i++) {
 		const char *r;
 		ssize_t l = itest_conn_read_reply(c, &r, NULL);
-		if (l < 0)
+		if (l < 0) {
 			fail_msg("reply %d of %d: %s", i + 1, n, strerror((int)-l));
-		all = realloc(all, tot + (size_t)l + 1);
-		memcpy(all + tot, r, (size_t)l);
-		tot += (size_t)l;
+			break;
+		}
+		size_t rl = (size_t)l;
+		char *grown = realloc(all, tot + rl + 1);
+		assert_non_null(grown);
+		all = grown;
+		memcpy(all + tot, r, rl);
+		tot += rl;
 		all[tot] = '\0';
 	}
 	*len = tot;
