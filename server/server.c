@@ -86,32 +86,43 @@
  *     stats undone, rpos stays at the start of the request and the parser is reset, so the read
  *     buffer may be compacted or grown meanwhile: the re-run parses the request again from its
  *     bytes. No later request of that client runs and the client is not read (EPOLLIN is dropped
- *     the first time it fires), so its replies stay in request order; every other connection of
+ *     the first time it fires; note 14's look-ahead is the exception), so its replies stay in
+ *     request order; every other connection of
  *     the worker goes on. The ready callback only links the client on the resume list (callbacks
  *     run inside the store); after hlog_session_poll returns, worker_resume re-runs each request
  *     (now served from the session's fetch cache), calls hlog_session_release for it and goes on
  *     with the client's pipeline. A re-run may park again (a record evicted meanwhile).
- * 13. The op_ctx the store tags reads with is the client pointer. A client closed while parked
- *     is released before it is freed: hlog_session_release forgets the op, and its reads still in
+ * 13. The op_ctx the store tags reads with is a client_op that names its client: the client's own
+ *     (self_op) or a slot of its look-ahead ring (note 14). A client closed while parked is released
+ *     before it is freed: hlog_session_release forgets each of its ops, and their reads still in
  *     flight complete without a ready callback (log/hlog.h), so a later client allocated at the
  *     same address never receives a stale callback. A client on the resume list is unlinked first.
- *     A ready callback for a client that is not parked (an op that failed after queuing reads, or
- *     a second callback for an op already re-run) only releases it.
+ *     A ready callback for the self_op of a client not parked on it (an op that failed after
+ *     queuing reads, or a second callback for an op already re-run) only releases it.
  * 14. Scatter-gather GET (--sg-get, on by default, CONFIG SET at run time). When a GET or an MGET
  *     parks, the complete requests already in the client's read buffer after it are parsed with the
- *     worker's own look-ahead parser (the client's parser is reset by the park anyway; slices point
- *     into rbuf and are used at once) and, for each consecutive GET or MGET, every key is handed to
- *     hlog_prefetch under the same op_ctx: their reads join the parked one's in this pass's single
- *     submission, and the ready callback comes once, when all are in. The walk stops at the first
- *     other request (nothing after a write may be read early: a SET or DEL later in the pipeline is
- *     never visible to an earlier GET, and a GET after it is not prefetched) and after
- *     SG_LOOKAHEAD_KEYS keys; reads beyond the device throttle wait in the store's backlog, never
- *     on the worker. c->sg_ahead counts the requests covered: the client's fetched records are
- *     kept (no hlog_session_release) until the last of them ran, so each finds its record in the
- *     fetch cache; the store still checks the index first, so a newer version written meanwhile
- *     by another client wins. Replies come out in request order because the requests still run
- *     one by one, as before; only their reads moved earlier. All of it runs only when a GET
- *     parked: the memory-only and all-in-memory paths do not change.
+ *     worker's own look-ahead parser (slices point into rbuf and are used at once) and, for each
+ *     consecutive GET or MGET, every key is handed to hlog_prefetch: their reads join the parked
+ *     one's in this pass's single submission. Each covered request gets its own op, a slot of the
+ *     client's look-ahead ring (client_op, in request order from sg_head), so that the store calls
+ *     back per request: the parked client resumes as soon as the request it waits on has its
+ *     records, runs every following request whose reads are in, and parks again on the first one
+ *     still reading (on that request's slot). Replies before the first miss go out at once, a later
+ *     one waits only for the misses before it. A slot's records are dropped (hlog_session_release)
+ *     when its request has run, so what a client holds is bounded by SG_LOOKAHEAD_KEYS, and a slot
+ *     whose reads finish before its client reaches it is simply found complete.
+ *     A parked client is still read while its look-ahead can take more (client_sg_open: at most
+ *     SG_LOOKAHEAD_KEYS keys, SG_RING requests, SG_READ_MAX unparsed bytes): what arrives only
+ *     extends the look-ahead (from rpos + sg_scan), so a client that keeps a window of GETs in
+ *     flight keeps the device's queue full instead of draining it batch by batch. The walk stops
+ *     at the first other request (sg_stop until the covered ones ran): a later GET must not run
+ *     before a write before it, and although a prefetch alone could not show it a stale value
+ *     (the store checks the index first, so a newer version written meanwhile wins), reading
+ *     early for a request that a write will answer differently is wasted IO. Reads beyond the
+ *     device throttle wait in the store's backlog, never on the worker. Replies come out in
+ *     request order because the requests still run one by one, as before; only their reads moved
+ *     earlier. All of it runs only when a GET parked: the memory-only and all-in-memory paths do
+ *     not change.
  *     Across connections nothing is needed: every read queued during a pass, by any client of the
  *     worker, goes out in the one hlog_session_poll at the end of the pass (note 11).
  */
@@ -159,7 +170,9 @@ server_state g_srv;
 #define TIER_TICK_MS        1             /* longest sleep while parked clients wait on others */
 #define TIER_POLL_ROUNDS    4             /* poll/resume rounds per pass before yielding to epoll */
 #define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
-#define SG_LOOKAHEAD_KEYS   1024          /* keys one look-ahead prefetches at most (note 14) */
+#define SG_LOOKAHEAD_KEYS   1024          /* keys a client's look-ahead holds prefetched at most (note 14) */
+#define SG_RING             1024          /* requests it covers at most (a power of two) */
+#define SG_READ_MAX         (256u << 10)  /* a parked client is read on while less is unparsed */
 
 /* The worker running on this thread (NULL elsewhere). */
 static __thread worker *tl_worker;
@@ -168,6 +181,7 @@ static _Atomic int start_failed;
 static void client_free(worker *w, client *c);
 static void client_process_input(worker *w, client *c);
 static void client_tier_forget(worker *w, client *c);
+static bool client_sg_open(const client *c);
 
 /* ---------------- reply chunk pool ---------------- */
 
@@ -251,13 +265,21 @@ void client_close_async(client *c)
 	pending_add(c->w, c);
 }
 
+/* Whether c's socket is read now: not paused or closing, and not parked unless its look-ahead can
+ * take more requests (note 14). */
+static bool client_readable(const client *c)
+{
+	if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))
+		return false;
+	return !(c->flags & CLIENT_PARKED) || client_sg_open(c);
+}
+
 /* Make epoll's interest match what the client needs now: EPOLLIN unless it is paused or closing,
  * EPOLLOUT while output is waiting for the socket. One epoll_ctl only when that changes. */
 static void client_events_update(worker *w, client *c)
 {
 	uint32_t want = 0;
-	if (!(c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_PARKED)) &&
-	    !w->stopping)
+	if (client_readable(c) && !w->stopping)
 		want |= EPOLLIN;
 	if (c->out.bytes)
 		want |= EPOLLOUT;
@@ -301,6 +323,7 @@ static void client_create(worker *w, int fd, const struct sockaddr_storage *peer
 	w->buf_bytes += RBUF_DEFAULT;
 	c->fd = fd;
 	c->w = w;
+	c->self_op.c = c;
 	c->id = atomic_fetch_add_explicit(&g_srv.next_client_id, 1, memory_order_relaxed);
 	c->proto = 2;
 	c->cfg_version = atomic_load_explicit(&g_cfg_version, memory_order_relaxed);
@@ -375,8 +398,9 @@ static void client_free(worker *w, client *c)
 	w->buf_bytes -= (int64_t)c->rcap;
 	free(c->rbuf);
 	resp_parser_fini(&c->parser);
-	if (SPW_UNLIKELY(c->io_wait || c->op_held || c->in_resume))
+	if (SPW_UNLIKELY(c->io_wait || c->op_held || c->in_resume || c->sg_count))
 		client_tier_forget(w, c);
+	free(c->sg_ring);
 	free(c);
 }
 
@@ -404,9 +428,11 @@ static void client_tier_forget(worker *w, client *c)
 		c->io_wait = false;
 		w->nparked--;
 	}
-	hlog_session_release(w->sess, c);
+	hlog_session_release(w->sess, &c->self_op);
 	c->op_held = false;
-	c->sg_ahead = 0;
+	for (; c->sg_count; c->sg_count--, c->sg_head = (c->sg_head + 1) & (SG_RING - 1))
+		hlog_session_release(w->sess, &c->sg_ring[c->sg_head]);
+	c->sg_keys = 0;
 }
 
 void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes)
@@ -425,63 +451,113 @@ void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_
 	chunk_release_list(c->w, drop);
 }
 
-/* The command just dispatched returned HLOG_PENDING (command_dispatch already undid its traces). */
-static void client_park(worker *w, client *c)
+/* The command just dispatched under op returned HLOG_PENDING (command_dispatch already undid its
+ * traces). */
+static void client_park(worker *w, client *c, client_op *op)
 {
 	resp_parser_reset(&c->parser);   /* the request is parsed again from rpos on resume */
 	if (!c->io_wait) {
 		c->io_wait = true;
 		w->nparked++;
 	}
-	c->op_held = true;
+	c->park_op = op;
+	if (op == &c->self_op) {
+		c->op_held = true;
+	} else if (op->counted) {
+		w->stats.parked--;   /* command_dispatch counted the wait the look-ahead had counted */
+	} else {
+		op->counted = true;
+	}
 	w->io_dirty = true;
 }
 
 /* The command that parked has now completed: the store may drop what it fetched for it. */
 static void client_op_done(worker *w, client *c)
 {
-	hlog_session_release(w->sess, c);
+	hlog_session_release(w->sess, &c->self_op);
 	c->op_held = false;
-	c->sg_ahead = 0;
 	memset(&c->resume, 0, sizeof(c->resume));
 }
 
-/* c's GET or MGET ending at rbuf[from] just parked: prefetch the keys of the GETs and MGETs that
- * follow it in rbuf under the same op_ctx (note 14). Runs with hlog_session_set_op(c) in effect. */
-static void client_sg_lookahead(worker *w, client *c, size_t from)
+/* The covered request at the ring's head has run: the store drops what was fetched for it. */
+static void client_sg_pop(worker *w, client *c)
 {
+	client_op *op = &c->sg_ring[c->sg_head];
+	hlog_session_release(w->sess, op);
+	c->sg_keys -= op->keys;
+	c->sg_head = (c->sg_head + 1) & (SG_RING - 1);
+	c->sg_count--;
+}
+
+/* Whether a parked client is read on: its look-ahead can still cover what arrives (note 14). */
+static bool client_sg_open(const client *c)
+{
+	return c->park_sg && !c->sg_stop && c->sg_keys < SG_LOOKAHEAD_KEYS && c->sg_count < SG_RING &&
+	       c->rlen - c->rpos < SG_READ_MAX;
+}
+
+/* c is parked on a GET or MGET: prefetch the keys of the GETs and MGETs that follow the covered
+ * ones in rbuf (from rpos + sg_scan), each request under its own ring slot (note 14). */
+static void client_sg_extend(worker *w, client *c)
+{
+	if (c->sg_stop)
+		return;
+	if (!c->sg_ring && !(c->sg_ring = malloc(SG_RING * sizeof(*c->sg_ring))))
+		return;   /* no look-ahead: the requests run one by one as without sg-get */
 	resp_parser *p = &w->sg_parser;
 	uint32_t reqs = 0, keys = 0, pending = 0, waiting = 0;
+	size_t from = c->rpos + c->sg_scan;
 	hlog_key k;
-	while (from < c->rlen) {
+	while (from < c->rlen && c->sg_count < SG_RING) {
 		size_t consumed = 0;
 		resp_request req;
-		if (resp_request_parse(p, c->rbuf + from, c->rlen - from, &consumed, &req) != RESP_OK)
-			break;   /* incomplete, or an error that the client's own parse will report */
-		const spw_command *cmd = command_lookup(req.argv[0].ptr, req.argv[0].len);
-		if (!cmd || !((cmd->fn == cmd_get && req.argc == 2) || (cmd->fn == cmd_mget && req.argc >= 2)))
-			break;   /* a write, or anything else: what follows it must not be read early */
-		if (keys + (uint32_t)(req.argc - 1) > SG_LOOKAHEAD_KEYS && reqs > 0)
+		int prc = resp_request_parse(p, c->rbuf + from, c->rlen - from, &consumed, &req);
+		if (prc != RESP_OK) {
+			if (prc != RESP_INCOMPLETE)
+				c->sg_stop = true;   /* an error the client's own parse will report */
 			break;
+		}
+		const spw_command *cmd = command_lookup(req.argv[0].ptr, req.argv[0].len);
+		if (!cmd || !((cmd->fn == cmd_get && req.argc == 2) || (cmd->fn == cmd_mget && req.argc >= 2))) {
+			c->sg_stop = true;   /* a write, or anything else: what follows must not be read early */
+			break;
+		}
+		uint32_t nk = (uint32_t)(req.argc - 1);
+		if (c->sg_keys + nk > SG_LOOKAHEAD_KEYS && c->sg_keys > 0)
+			break;   /* full: more once covered requests ran */
+		client_op *op = &c->sg_ring[(c->sg_head + c->sg_count) & (SG_RING - 1)];
+		op->c = c;
+		op->keys = nk;
+		hlog_session_set_op(w->sess, op);
 		uint32_t pending0 = pending;
 		int i;
 		for (i = 1; i < req.argc; i++) {
 			hlog_key_init(&k, req.argv[i].ptr, req.argv[i].len);
 			int rc = hlog_prefetch(w->sess, &k);
 			if (rc < 0)
-				break;   /* that request gets the error when it runs (after a release: anew) */
+				break;
 			if (rc == HLOG_PENDING)
 				pending++;
 		}
 		keys += (uint32_t)(i - 1);
-		if (i < req.argc)
+		if (i < req.argc) {
+			/* That request gets the error when it runs, anew: forget what it queued. */
+			hlog_session_release(w->sess, op);
+			c->sg_stop = true;
 			break;
-		waiting += pending != pending0;
+		}
+		op->counted = pending != pending0;
+		waiting += op->counted;
 		reqs++;
+		c->sg_count++;
+		c->sg_keys += nk;
+		c->sg_scan += consumed;
 		from += consumed;
 	}
 	resp_parser_reset(p);
-	c->sg_ahead = reqs;
+	if (!reqs)
+		return;
+	w->io_dirty = true;
 	w->stats.sg_runs++;
 	w->stats.sg_gets += keys;
 	w->stats.sg_pending += pending;
@@ -491,12 +567,22 @@ static void client_sg_lookahead(worker *w, client *c, size_t from)
 }
 
 /* The store's ready callback (inside hlog_session_poll, on this worker's thread): every read of
- * op_ctx is done. Only links the client; worker_resume runs it after the poll returns. */
+ * op_ctx is done. Only links the client; worker_resume runs it after the poll returns. A slot's
+ * reads done before its client reached it are kept for when it runs; the client's own op ready
+ * while it waits on a slot belongs to a command that failed after queuing reads: forgotten. */
 static void worker_op_ready(void *cb_arg, void *op_ctx)
 {
 	worker *w = cb_arg;
-	client *c = op_ctx;
+	client_op *op = op_ctx;
+	client *c = op ? op->c : NULL;
 	if (!c || c->in_resume)
+		return;
+	if (c->io_wait && c->park_op != op) {
+		if (op == &c->self_op)
+			hlog_session_release(w->sess, op);
+		return;
+	}
+	if (!c->io_wait && op != &c->self_op)
 		return;
 	c->in_resume = true;
 	c->resume_next = NULL;
@@ -666,8 +752,6 @@ static void client_process_input(worker *w, client *c)
 {
 	uint64_t pause = __atomic_load_n(&g_cfg.output_pause_bytes, __ATOMIC_RELAXED);
 	w->cmd_clock = server_ticks();
-	if (w->tier)
-		hlog_session_set_op(w->sess, c);   /* reads queued by c's commands carry c (note 12) */
 	while (c->rpos < c->rlen) {
 		if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_READ_PAUSED | CLIENT_PARKED))
 			break;
@@ -675,23 +759,40 @@ static void client_process_input(worker *w, client *c)
 		resp_request req;
 		int rc = resp_request_parse(&c->parser, c->rbuf + c->rpos, c->rlen - c->rpos, &consumed, &req);
 		if (SPW_LIKELY(rc == RESP_OK)) {
+			/* Reads queued by the request carry its op: its ring slot when the look-ahead covered
+			 * it, else the client's own (notes 12, 14); a request that parked under its own op
+			 * (op_held) keeps it, the ring covers what follows it. */
+			client_op *op = NULL;
+			if (w->tier) {
+				op = c->sg_count && !c->op_held ? &c->sg_ring[c->sg_head] : &c->self_op;
+				hlog_session_set_op(w->sess, op);
+			}
 			c->argc = req.argc;
 			c->argv = req.argv;
 			command_dispatch(c);
 			c->argc = 0;
 			c->argv = NULL;
 			if (SPW_UNLIKELY(c->flags & CLIENT_PARKED)) {
-				client_park(w, c);   /* rpos stays at the request: it runs again (note 12) */
-				if (c->sg_ahead == 0 && (c->cmd->fn == cmd_get || c->cmd->fn == cmd_mget) &&
-				    __atomic_load_n(&g_cfg.sg_get, __ATOMIC_RELAXED))
-					client_sg_lookahead(w, c, c->rpos + consumed);
+				client_park(w, c, op);   /* rpos stays at the request: it runs again (note 12) */
+				c->park_sg = (c->cmd->fn == cmd_get || c->cmd->fn == cmd_mget) &&
+				             __atomic_load_n(&g_cfg.sg_get, __ATOMIC_RELAXED);
+				if (c->park_sg) {
+					if (!c->sg_count)
+						c->sg_scan = consumed;   /* the look-ahead starts after this request */
+					client_sg_extend(w, c);
+				}
 				break;
 			}
-			if (SPW_UNLIKELY(c->op_held)) {
-				if (c->sg_ahead)
-					c->sg_ahead--;   /* the next request uses what the look-ahead fetched */
-				else
+			if (SPW_UNLIKELY(c->sg_count | c->op_held | c->sg_scan)) {
+				if (op != &c->self_op)
+					client_sg_pop(w, c);
+				else if (c->op_held)
 					client_op_done(w, c);
+				c->sg_scan = c->sg_scan > consumed ? c->sg_scan - consumed : 0;
+				if (!c->sg_count) {
+					c->sg_scan = 0;
+					c->sg_stop = false;
+				}
 			}
 			c->rpos += consumed;
 			if (SPW_UNLIKELY(c->out.oom)) {
@@ -738,7 +839,7 @@ static void client_process_input(worker *w, client *c)
 
 static void client_read(worker *w, client *c)
 {
-	if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_PARKED))
+	if (!client_readable(c))
 		return;
 	for (int k = 0; k < READS_PER_PASS; k++) {
 		if (!rbuf_make_room(w, c)) {
@@ -754,9 +855,17 @@ static void client_read(worker *w, client *c)
 			w->stats.net_in += (uint64_t)n;
 			w->stats.reads++;
 			c->last_ms = w->now_ms;
-			client_process_input(w, c);
-			if ((size_t)n < room || (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY |
-			                                     CLIENT_CLOSE_ASAP | CLIENT_PARKED)))
+			if (c->flags & CLIENT_PARKED) {
+				/* Parked on a GET: the new requests only extend its look-ahead (note 14). */
+				client_sg_extend(w, c);
+				if (!client_sg_open(c)) {
+					pending_add(w, c);   /* drop EPOLLIN until it resumes */
+					return;
+				}
+			} else {
+				client_process_input(w, c);
+			}
+			if ((size_t)n < room || !client_readable(c))
 				return;
 			continue;
 		}
@@ -1027,7 +1136,7 @@ static void *worker_main(void *arg)
 			if (c->flags & CLIENT_CLOSE_ASAP)
 				continue;
 			if (e & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-				if (c->flags & (CLIENT_READ_PAUSED | CLIENT_CLOSE_AFTER_REPLY | CLIENT_PARKED)) {
+				if (!client_readable(c)) {
 					if (e & (EPOLLHUP | EPOLLERR))
 						client_close_async(c);   /* nobody left to read the replies */
 					else if (c->flags & CLIENT_PARKED)

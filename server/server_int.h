@@ -112,6 +112,14 @@ typedef struct client_resume {
 	long long acc;
 } client_resume;
 
+/* What the store tags a request's device reads with (op_ctx, server.c notes 13-14): the client's
+ * own op, or one slot of its look-ahead ring. */
+typedef struct client_op {
+	client *c;
+	uint32_t keys;                /* a ring slot: the keys of its request */
+	bool counted;                 /* a ring slot: its wait is in tier_parked_commands already */
+} client_op;
+
 struct client {
 	int fd;
 	uint32_t flags;
@@ -144,8 +152,16 @@ struct client {
 	bool io_wait;                 /* parked: the store will call the ready callback for it */
 	bool op_held;                 /* the store holds fetched records for it: release when done */
 	client_resume resume;
-	uint32_t sg_ahead;            /* requests after the running one whose keys the look-ahead
-	                               * prefetched: the fetched records are kept until they ran */
+	client_op self_op;            /* the op of a request the look-ahead did not cover */
+	client_op *park_op;           /* parked: the op whose ready callback resumes it */
+	bool park_sg;                 /* parked on a GET/MGET with sg-get on: read on, look ahead */
+	bool sg_stop;                 /* the look-ahead met a request it must not pass */
+	/* The look-ahead ring (note 14): one op per request after the running one whose keys were
+	 * prefetched, in request order from sg_head; allocated at the first look-ahead. */
+	client_op *sg_ring;
+	uint32_t sg_head, sg_count;
+	uint32_t sg_keys;             /* keys of the covered requests */
+	size_t sg_scan;               /* bytes after rpos parsed by the look-ahead (the covered end) */
 };
 
 struct spw_command;

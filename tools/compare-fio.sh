@@ -16,6 +16,10 @@
 #      spillway-bench -s --online --op GET -t 1 --itp QD    (QD_MODE=pipeline: QD GETs pipelined on one
 #                                              connection; a parked connection serves them one by one
 #                                              until scatter-gather GET (issue 6) sends them together)
+#      spillway-bench -s --op GET -t THREADS -b QD           (QD_MODE=batch: the issue-6 sweep; THREADS
+#                                              connections, each sending batches of QD pipelined GETs
+#                                              and waiting for all their replies; fio then runs
+#                                              --numjobs=THREADS --iodepth=QD: the same reads in flight)
 #      fio --rw=randread --bs=4096 --direct=1 --iodepth=QD --ioengine=io_uring|libaio
 #    and prints the medians: GET/s, IOPS, GET/s / IOPS, p99 of both, and the server's CPU per GET.
 # A GET of a record on the device costs at least one device read, so GET/s / IOPS is the fraction of
@@ -27,7 +31,7 @@
 # the script and the disk when the storage tier cannot run.
 #
 # Environment: MEMORY (16m) PAGE (1m) INDEX (32m) KEYLEN (8) VALLEN (1000) FACTOR (50) QDS ("1 16 64")
-# QD_MODE (conns | pipeline) RUNTIME (5 s) ROUNDS (3) BACKEND (uring | libaio: the server's --device-io-backend and fio's engine)
+# QD_MODE (conns | pipeline | batch) THREADS (2, batch mode) RUNTIME (5 s) ROUNDS (3) BACKEND (uring | libaio: the server's --device-io-backend and fio's engine)
 # INITIAL_IO (4k) LOAD_THREADS (2) SPW_BIN (build/bin/spillway-server) BENCH (build/bin/spillway-bench)
 # SPW_FLAGS (extra server flags) KEEP (0: remove DIR's data at the end) FIO_ONLY (0).
 set -euo pipefail
@@ -46,6 +50,12 @@ ROUNDS=${ROUNDS:-3}
 BACKEND=${BACKEND:-uring}
 INITIAL_IO=${INITIAL_IO:-4k}
 QD_MODE=${QD_MODE:-conns}
+THREADS=${THREADS:-2}
+case $QD_MODE in
+conns | pipeline) JOBS=1 ;;
+batch) JOBS=$THREADS ;;
+*) echo "compare-fio.sh: QD_MODE must be conns, pipeline or batch" >&2; exit 1 ;;
+esac
 # qd_flags QD: spillway-bench flags that keep QD GETs in flight.
 qd_flags() {
 	if [ "$QD_MODE" = pipeline ]; then echo "--itp $1"; else echo "--conns-per-thread $1 --itp 1"; fi
@@ -171,7 +181,7 @@ fio --name=layout --filename="$DIR/fio.dat" --size="$FIO_SIZE" --rw=write --bs=1
 run_fio() {
 	local qd=$1 out
 	out=$(fio --name=cmp --filename="$DIR/fio.dat" --size="$FIO_SIZE" --direct=1 --ioengine="$ENGINE" \
-		--rw=randread --bs=4096 --iodepth="$qd" --norandommap --randrepeat=0 --runtime="$RUNTIME" \
+		--rw=randread --bs=4096 --iodepth="$qd" --numjobs="$JOBS" --group_reporting --norandommap --randrepeat=0 --runtime="$RUNTIME" \
 		--time_based --output-format=terse --terse-version=3 2>/dev/null) || die "fio failed at QD $qd"
 	# terse v3: field 8 = read IOPS, field 30 = read clat p99 ("99.000000%=<usec>").
 	awk -F';' -v qd="$qd" '{ split($30, p, "="); print "fio", qd, $8, p[2], "nan" }' <<<"$out" >>"$work/results"
@@ -179,8 +189,10 @@ run_fio() {
 # run_bench QD: "spw QD get_per_s p99_us cpu_us_per_get"
 run_bench() {
 	local qd=$1 csv="$work/bench.csv" line
-	# shellcheck disable=SC2046
-	"$BENCH" --port "$PORT" "${KEYS[@]}" -s --online --op GET -t 1 $(qd_flags "$qd") --runtime "$RUNTIME" --quiet \
+	local mode=(--online --op GET -t 1)
+	# shellcheck disable=SC2207
+	if [ "$QD_MODE" = batch ]; then mode=(--op GET -t "$THREADS" -b "$qd"); else mode+=($(qd_flags "$qd")); fi
+	"$BENCH" --port "$PORT" "${KEYS[@]}" -s "${mode[@]}" --runtime "$RUNTIME" --quiet \
 		--server-pid "$SPW_PID" --csv "$csv" >"$work/bench.out" 2>&1 ||
 		{ cat "$work/bench.out" >&2; die "spillway-bench failed at QD $qd (reply check or connection)"; }
 	line=$(tail -n 1 "$csv" | sed 's/"[^"]*"/OP/')
@@ -230,9 +242,15 @@ fi
 echo "Store: spillway-server --threads 1 --storage-tier yes --memory $MEMORY --page $PAGE --index $INDEX" \
 	"--device-type native --device-io-backend $BACKEND --initial-io-record-size $INITIAL_IO; $DBSIZE keys of" \
 	"$KEYLEN+$VALLEN B ($((DATA_BYTES >> 20)) MiB, ${ratio}x memory)."
-echo "GETs: spillway-bench -s --online --op GET -t 1 $(qd_flags QD) (uniform keys). fio: --rw=randread --bs=4096" \
-	"--direct=1 --ioengine=$ENGINE --iodepth=QD on $DIR/fio.dat ($FIO_SIZE). Medians of $ROUNDS x $RUNTIME s," \
-	"alternating which runs first:"
+if [ "$QD_MODE" = batch ]; then
+	echo "GETs: spillway-bench -s --op GET -t $THREADS -b QD (uniform keys). fio: --rw=randread --bs=4096" \
+		"--direct=1 --ioengine=$ENGINE --numjobs=$THREADS --iodepth=QD on $DIR/fio.dat ($FIO_SIZE). Medians of" \
+		"$ROUNDS x $RUNTIME s, alternating which runs first; QD per client thread / fio job:"
+else
+	echo "GETs: spillway-bench -s --online --op GET -t 1 $(qd_flags QD) (uniform keys). fio: --rw=randread" \
+		"--bs=4096 --direct=1 --ioengine=$ENGINE --iodepth=QD on $DIR/fio.dat ($FIO_SIZE). Medians of" \
+		"$ROUNDS x $RUNTIME s, alternating which runs first:"
+fi
 echo
 echo "| QD | Spillway GET/s | fio IOPS | GET/s / IOPS | Spillway p99 us | fio p99 us | server CPU us/GET |"
 echo "|---:|---:|---:|---:|---:|---:|---:|"
