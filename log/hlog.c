@@ -266,11 +266,16 @@
  *                 once, note 14; a FLUSHALL moves Begin past them for good).
  *       merging   at submission the staged reads are sorted by offset; neighbours whose gap is at
  *                 most one sector (overlapping, same or adjacent sectors) join one device read of
- *                 at most TIER_MERGE_MAX bytes within one io_chunk, into a pooled buffer of its
- *                 own; its completion copies each member's slice into the member's buffer (a
- *                 short result is cut per member exactly as the member's own read would have
- *                 been) and completes the members in offset order (merged_reads). A lone read
- *                 goes out as before, into its fetch's buffer, with no copy.
+ *                 at most TIER_MERGE_MAX bytes within one io_chunk. When the members do not
+ *                 overlap it is a vectored read: one iovec per member pointing into the member's
+ *                 own fetch buffer, and the gaps between them (at most a sector each) into the
+ *                 session's gap sector, so no byte is copied (vectored_reads; at most
+ *                 DEV_IOV_MAX iovecs). Members that overlap (two records in one sector) read into
+ *                 a pooled buffer of the merged read's own instead, and its completion copies each
+ *                 member's slice into the member's buffer. Either way a short result is cut per
+ *                 member exactly as the member's own read would have been, and the members
+ *                 complete in offset order (merged_reads). A lone read goes out as before, into
+ *                 its fetch's buffer, with no copy.
  *     Either way every fetch sees exactly the bytes its own read would have returned, so the state
  *     machine of note 16 is unchanged; hlog_config.no_read_merge turns both off (each read goes
  *     out alone, as issued). device_reads counts the requests that really went to the device. The
@@ -1301,6 +1306,7 @@ void hlog_info_get(hlog *l, hlog_info *out)
 		SUM(device_submits, dev_submits);
 		SUM(ios_submitted, ios_submitted);
 		SUM(merged_reads, merged_reads);
+		SUM(vectored_reads, vectored_reads);
 		SUM(dedup_hits, dedup_hits);
 		SUM(queue_depth_sum, qdepth_sum);
 #undef SUM

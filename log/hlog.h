@@ -236,6 +236,8 @@ typedef struct hlog_info {
 	                           * reads per submission = device_reads / device_submits */
 	uint64_t merged_reads;    /* record reads folded into a neighbour's device read (same or
 	                           * adjacent sectors, one request of at most 64 KiB) */
+	uint64_t vectored_reads;  /* merged device reads that went out vectored (preadv-style, straight
+	                           * into each record's buffer; the others read into one buffer and copy) */
 	uint64_t dedup_hits;      /* record reads served by an identical read already queued or in flight */
 	uint64_t queue_depth_sum; /* requests in flight on the submitting queue after each submission:
 	                           * mean queue depth = queue_depth_sum / device_submits */

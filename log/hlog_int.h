@@ -146,6 +146,8 @@ typedef struct tier_session {
 	tier_io *stage_head, *stage_tail;
 	uint32_t nstaged;
 	tier_io **stage_arr;               /* sort space, grown as needed */
+	uint8_t *gap_buf;                  /* a sector that vectored reads drop gap bytes into */
+	uint64_t gap_cap;
 	uint32_t stage_cap;
 	tier_io **rd_hash;                 /* chains through tier_io.hnext; allocated at attach */
 	uint32_t rd_mask;
@@ -185,7 +187,7 @@ struct hlog_session {
 	_Atomic uint64_t pend_reads, pend_found, pend_notfound, pend_errors, pend_hits;
 	_Atomic uint64_t dev_reads, dev_read_bytes, second_reads, chain_reads, scan_reads;
 	_Atomic uint64_t buf_bytes;        /* read buffers this session holds (pooled or in use) */
-	_Atomic uint64_t dev_submits, ios_submitted, merged_reads, dedup_hits, qdepth_sum, qdepth_max;
+	_Atomic uint64_t dev_submits, ios_submitted, merged_reads, vectored_reads, dedup_hits, qdepth_sum, qdepth_max;
 	/* Read by other threads that signal this session's fd (tier_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */

@@ -45,8 +45,10 @@ struct tier_io {
 	tier_io *fnext;
 	tier_io *members;            /* a merged read: its parts in offset order, linked by mnext */
 	tier_io *mnext;
-	uint8_t *gbuf;               /* a merged read's own buffer, gcap bytes */
+	uint8_t *gbuf;               /* a merged read's own buffer, gcap bytes (not vectored) */
 	uint64_t gcap;
+	struct iovec *iovs;          /* a vectored merged read: niov buffers (members' and gap) */
+	int niov;
 };
 
 struct tier_fetch {
@@ -128,8 +130,13 @@ static void tier_io_put(hlog_session *s, tier_io *io)
  * waits in the backlog (in order) for the next poll. Another refusal fails the request at once. */
 static void tier_io_queue(hlog_session *s, tier_io *io)
 {
-	io->req.iov = &io->iov;
-	io->req.iovcnt = 1;
+	if (io->iovs) {
+		io->req.iov = io->iovs;
+		io->req.iovcnt = io->niov;
+	} else {
+		io->req.iov = &io->iov;
+		io->req.iovcnt = 1;
+	}
 	io->req.done = tier_io_done;
 	io->req.ctx = io;
 	io->next = NULL;
@@ -640,7 +647,8 @@ static void tier_read_deliver(hlog_session *s, tier_io *io, const uint8_t *src, 
 }
 
 /* A merged read completed: each member gets its slice, cut where its own read would have been cut
- * (a short result ends at the device's written end). */
+ * (a short result ends at the device's written end). A vectored read put each member's bytes in
+ * its own buffer already; otherwise they are copied out of the merged buffer. */
 static void tier_merged_done(hlog_session *s, tier_io *g, int64_t res)
 {
 	tier_io *m = g->members;
@@ -650,29 +658,77 @@ static void tier_merged_done(hlog_session *s, tier_io *g, int64_t res)
 		int64_t r = res;
 		if (res >= 0)
 			r = (uint64_t)res <= rel ? 0 : (int64_t)SPW_MIN((uint64_t)res - rel, m->len);
-		tier_read_deliver(s, m, g->gbuf + rel, r);
+		tier_read_deliver(s, m, g->iovs ? NULL : g->gbuf + rel, r);
 		m = next;
 	}
-	tier_buf_put(s, g->gbuf, g->gcap);
+	if (g->iovs)
+		free(g->iovs);
+	else
+		tier_buf_put(s, g->gbuf, g->gcap);
 	tier_io_put(s, g);
 }
 
-/* One device read of [start, end) for the n staged parts in p (sorted by offset). 0, or -ENOMEM
- * (nothing issued: the caller issues the parts alone). */
+/* The iovecs of a vectored read of [start, end) for the n sorted parts in p: each part's own
+ * buffer, and the session's gap sector for the bytes between two parts (at most a sector, never
+ * looked at: concurrent reads may all land there). NULL when parts overlap (one buffer and a copy
+ * then), when they need more than DEV_IOV_MAX iovecs, or when memory is short. */
+static struct iovec *tier_merge_iovecs(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, int *cnt)
+{
+	tier_session *t = &s->t;
+	uint64_t pos = start;
+	int k = 0;
+	bool gaps = false;
+	for (uint32_t i = 0; i < n; i++) {
+		if (p[i]->req.offset < pos)
+			return NULL;   /* overlaps: two fetches want the same bytes */
+		if (p[i]->req.offset > pos) {
+			k++;
+			gaps = true;
+		}
+		k++;
+		pos = p[i]->req.offset + p[i]->len;
+	}
+	if (k > DEV_IOV_MAX)
+		return NULL;
+	if (gaps && !t->gap_buf && !(t->gap_buf = tier_buf_get(s, s->l->sector, &t->gap_cap)))
+		return NULL;
+	struct iovec *iov = malloc((size_t)k * sizeof(*iov));
+	if (!iov)
+		return NULL;
+	pos = start;
+	k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (p[i]->req.offset > pos)
+			iov[k++] = (struct iovec){ t->gap_buf, (size_t)(p[i]->req.offset - pos) };
+		iov[k++] = p[i]->iov;
+		pos = p[i]->req.offset + p[i]->len;
+	}
+	*cnt = k;
+	return iov;
+}
+
+/* One device read of [start, end) for the n staged parts in p (sorted by offset): vectored into
+ * the parts' own buffers when they do not overlap, else into one buffer. 0, or -ENOMEM (nothing
+ * issued: the caller issues the parts alone). */
 static int tier_read_merge(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, uint64_t end)
 {
 	tier_io *g = tier_io_get(s);
 	if (!g)
 		return -ENOMEM;
-	g->gbuf = tier_buf_get(s, end - start, &g->gcap);
-	if (!g->gbuf) {
-		tier_io_put(s, g);
-		return -ENOMEM;
+	g->iovs = tier_merge_iovecs(s, p, n, start, &g->niov);
+	if (g->iovs) {
+		ctr_add(&s->vectored_reads, 1);
+	} else {
+		g->gbuf = tier_buf_get(s, end - start, &g->gcap);
+		if (!g->gbuf) {
+			tier_io_put(s, g);
+			return -ENOMEM;
+		}
+		g->iov.iov_base = g->gbuf;
+		g->iov.iov_len = end - start;
 	}
 	g->len = end - start;
 	g->req.offset = start;
-	g->iov.iov_base = g->gbuf;
-	g->iov.iov_len = end - start;
 	tier_io **pp = &g->members;
 	for (uint32_t i = 0; i < n; i++) {
 		*pp = p[i];
@@ -693,7 +749,8 @@ static int tier_io_cmp(const void *a, const void *b)
 }
 
 /* Issue the staged parts: sorted by offset, neighbours whose gap is at most a sector join one read
- * of at most TIER_MERGE_MAX bytes that stays within one io_chunk. Completions that run at once (a
+ * of at most TIER_MERGE_MAX bytes that stays within one io_chunk (and, while no two of them overlap,
+ * of at most DEV_IOV_MAX iovecs, so that it can go out vectored). Completions that run at once (a
  * refusal) may stage more: those wait for the next call. */
 static void tier_stage_flush(hlog_session *s)
 {
@@ -728,12 +785,21 @@ static void tier_stage_flush(hlog_session *s)
 	for (uint32_t i = 0; i < n; ) {
 		uint64_t start = arr[i]->req.offset, end = start + arr[i]->len;
 		uint32_t j = i + 1;
+		int niov = 1;   /* iovecs of the run as a vectored read; 0 once two members overlap */
 		while (j < n) {
 			const tier_io *b = arr[j];
 			uint64_t e = SPW_MAX(end, b->req.offset + b->len);
 			if (b->req.offset > end + l->sector || e - start > TIER_MERGE_MAX ||
 			    (start & chunk_mask) != ((e - 1) & chunk_mask))
 				break;
+			if (niov && b->req.offset < end) {
+				niov = 0;   /* overlapping members: one buffer and a copy (tier_read_merge) */
+			} else if (niov) {
+				int add = 1 + (b->req.offset > end);
+				if (niov + add > DEV_IOV_MAX)
+					break;   /* a full vectored read: the next one starts at b */
+				niov += add;
+			}
 			end = e;
 			j++;
 		}
@@ -1203,6 +1269,8 @@ void tier_session_close(hlog_session *s)
 		next = io->next;
 		free(io);
 	}
+	tier_buf_put(s, t->gap_buf, t->gap_cap);   /* into the pool, freed just below */
+	t->gap_buf = NULL;
 	for (int c = 0; c < TIER_BUF_CLASSES; c++) {
 		uint8_t *b = t->buf_free[c];
 		while (b) {

@@ -1410,6 +1410,7 @@ static void info_stats(sbuf *b)
 		          "tier_ios_submitted:%llu\r\n"
 		          "tier_reads_per_submit:%.3f\r\n"
 		          "tier_merged_reads:%llu\r\n"
+		          "tier_vectored_reads:%llu\r\n"
 		          "tier_dedup_hits:%llu\r\n"
 		          "tier_queue_depth_mean:%.3f\r\n"
 		          "tier_queue_depth_max:%llu\r\n",
@@ -1417,6 +1418,7 @@ static void info_stats(sbuf *b)
 		          (unsigned long long)(hi.ios_submitted - z->ios_submitted),
 		          subs ? (double)reads / (double)subs : 0.0,
 		          (unsigned long long)(hi.merged_reads - z->merged_reads),
+		          (unsigned long long)(hi.vectored_reads - z->vectored_reads),
 		          (unsigned long long)(hi.dedup_hits - z->dedup_hits),
 		          subs ? (double)(hi.queue_depth_sum - z->queue_depth_sum) / (double)subs : 0.0,
 		          (unsigned long long)hi.queue_depth_max);

@@ -306,6 +306,54 @@ static void test_sg_neighbouring_records_read_at_once_share_device_reads(void **
 	sg_close(&e);
 }
 
+/* Fixed-size values: records 700-odd bytes apart, so that the first (128-byte) reads of two
+ * neighbours never share a sector and can go out as one vectored read. */
+static size_t sg_value_fixed(int i, uint8_t *buf)
+{
+	for (size_t k = 0; k < 700; k++)
+		buf[k] = (uint8_t)((uint32_t)i * 31u + (uint32_t)k * 7u);
+	return 700;
+}
+
+static void test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_own_buffers(void **state)
+{
+	(void)state;
+	enum { N = 2000, OPS = 64, FIRST = 50 };
+	sg_env e;
+	uint8_t want[700];
+	sg_open(&e, false, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(sg_write(&e, i, want, sg_value_fixed(i, want)), HLOG_OK);
+		if (i % 32 == 31)
+			hlog_session_poll(e.s);
+	}
+	hlog_session_poll(e.s);
+	hlog_info i0 = sg_info(&e);
+	sg_op *ops = sg_ops_new(OPS);
+	for (int k = 0; k < OPS; k++)
+		ops[k].key = FIRST + k;
+	assert_int_equal(sg_drive(&e, ops, OPS), OPS);
+	for (int k = 0; k < OPS; k++) {
+		assert_int_equal(ops[k].rc, HLOG_OK);
+		assert_int_equal(ops[k].b->len, sg_value_fixed(ops[k].key, want));
+		assert_memory_equal(ops[k].b->data, want, sizeof(want));
+	}
+	hlog_info i1 = sg_info(&e);
+	uint64_t reads = i1.device_reads - i0.device_reads, merged = i1.merged_reads - i0.merged_reads;
+	uint64_t vec = i1.vectored_reads - i0.vectored_reads, second = i1.second_reads - i0.second_reads;
+	fprintf(stderr, "  %d ops: device reads %llu merged %llu vectored %llu second %llu\n", OPS,
+	        (unsigned long long)reads, (unsigned long long)merged, (unsigned long long)vec,
+	        (unsigned long long)second);
+	assert_true(vec >= 1);
+	assert_true(merged >= vec);
+	/* Each op asked for a first read and (700 > 128 bytes) a second one. */
+	assert_int_equal(second, (uint64_t)OPS);
+	assert_int_equal(reads + merged + (i1.dedup_hits - i0.dedup_hits), (uint64_t)OPS + second);
+	assert_int_equal(i1.pending_errors, i0.pending_errors);
+	sg_ops_free(ops, OPS);
+	sg_close(&e);
+}
+
 static void test_sg_one_record_read_by_two_ops_goes_to_the_device_once(void **state)
 {
 	(void)state;
@@ -477,6 +525,7 @@ int main(void)
 		return 77;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sg_neighbouring_records_read_at_once_share_device_reads),
+		cmocka_unit_test(test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_own_buffers),
 		cmocka_unit_test(test_sg_one_record_read_by_two_ops_goes_to_the_device_once),
 		cmocka_unit_test(test_sg_merged_and_single_reads_give_identical_bytes),
 		cmocka_unit_test(test_sg_reads_beyond_the_throttle_wait_in_the_store_and_all_complete),
