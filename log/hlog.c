@@ -880,6 +880,11 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 	}
 }
 
+void hlog_bucket_prefetch(hlog_session *s, const hlog_key *k)
+{
+	hidx_prefetch(s->l->idx, k->hash);
+}
+
 int hlog_prefetch(hlog_session *s, const hlog_key *k)
 {
 	hlog *l = s->l;

@@ -129,6 +129,9 @@ int hlog_session_fd(hlog_session *s);
  * still parked means nothing of this session's own will make hlog_session_fd readable (reads held
  * back by the device throttle, a page write on another session): poll again after a short sleep. */
 uint32_t hlog_session_inflight(hlog_session *s);
+/* A hint, no effect on the store: start loading k's index bucket into the CPU cache, so that a
+ * batch (MGET) can hash every key and have the buckets on their way before the first lookup. */
+void hlog_bucket_prefetch(hlog_session *s, const hlog_key *k);
 /* Make sure key's newest record is in memory or fetched: HLOG_OK, or HLOG_PENDING (read queued), or
  * the error of a failed read. */
 int hlog_prefetch(hlog_session *s, const hlog_key *k);

@@ -627,10 +627,23 @@ int command_keys_prefetch(client *c, int first, int last, int step)
 		return 0;
 	if (last < 0)
 		last = c->argc + last;
-	/* Every key, even after one is pending: their reads go out together in the next poll. */
-	for (int j = first; j <= last; j += step) {
-		hlog_key_init(&k, c->argv[j].ptr, c->argv[j].len);
-		int r = hlog_prefetch(c->w->sess, &k);
+	/* Every key, even after one is pending: their reads go out together in the next poll. The
+	 * buckets of the keys KEYS_AHEAD further on are already on their way into the cache. */
+	hlog_key ks[KEYS_AHEAD];
+	hlog_session *s = c->w->sess;
+	int n = (last - first) / step + 1;
+	for (int i = 0; i < n && i < KEYS_AHEAD; i++) {
+		key_from_arg(&ks[i], &c->argv[first + i * step]);
+		hlog_bucket_prefetch(s, &ks[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		hlog_key *kp = &ks[i % KEYS_AHEAD];
+		k = *kp;
+		if (i + KEYS_AHEAD < n) {
+			key_from_arg(kp, &c->argv[first + (i + KEYS_AHEAD) * step]);
+			hlog_bucket_prefetch(s, kp);
+		}
+		int r = hlog_prefetch(s, &k);
 		if (r < 0)
 			return r;
 		if (r == HLOG_PENDING)

@@ -390,6 +390,7 @@ bool arg_opt_is(const resp_slice *a, const char *lit, size_t n);
 #define OPT_IS(a, lit) arg_opt_is((a), lit, sizeof(lit) - 1)
 
 static inline void key_from_arg(hlog_key *k, const resp_slice *a) { hlog_key_init(k, a->ptr, a->len); }
+#define KEYS_AHEAD 8   /* multi-key commands hash this many keys ahead (hlog_bucket_prefetch) */
 
 /* Count a keyspace hit or miss (INFO keyspace_hits/misses) on the client's worker. */
 static inline void count_lookup(client *c, bool found)
