@@ -4,9 +4,9 @@
  * One ring per dev_queue, so per worker thread: requests are prepared straight into the ring's SQ
  * by dev_read/dev_write (no system call), dev_submit is one io_uring_submit for all of them, and
  * dev_reap walks the CQ in user space (no system call, but at most one nonblocking enter to run
- * completions deferred as task work, see uring_ring_init). The ring's eventfd is registered only when
- * dev_queue_fd asks for it: the kernel then signals it per completion, which a worker needs and a
- * dedicated IO thread (dev_wait) does not.
+ * completions deferred as task work, see uring_ring_init and uring_taskrun_run). The ring's
+ * eventfd is registered only when dev_queue_fd asks for it: the kernel then signals it per
+ * completion, which a worker needs and a dedicated IO thread (dev_wait) does not.
  *
  * Sections: device open/close; queue open/close; enqueue (prep); submit; reap and wait; eventfd.
  */
@@ -101,6 +101,16 @@ fail:
  * io_uring_peek_batch_cqe enters the kernel (io_uring_enter with GETEVENTS, min 0: it does not
  * block) only then; the registered eventfd is signalled when the work is queued. Older kernels
  * refuse these flags with -EINVAL: step down to COOP_TASKRUN, then to none.
+ *
+ * Rings without DEFER_TASKRUN (SINGLE_ISSUER | COOP_TASKRUN | TASKRUN_FLAG) were measured and not
+ * kept. Completions are then posted by task work whenever the worker enters the kernel for any
+ * reason (its epoll_wait, read and writev), so a reap seldom enters: 0.069-0.074 system calls per
+ * device-bound GET at spillway-bench -t 2 -b 64 (see uring_taskrun_run for the setup). But a
+ * worker asleep in epoll_wait is woken by the task-work notification, not by the eventfd (a third
+ * of its epoll_waits return EINTR; the work then posts the CQEs and signals the eventfd on the way
+ * out, and the next pass finds nothing new), and GET/s fell 4-5% (paired runs in one server: 7 of
+ * 8 lower, medians 77.6k against 81.2k; plain SINGLE_ISSUER, which also interrupts a busy worker,
+ * did worse). -b 1 never stalled with either.
  */
 static int uring_ring_init(struct io_uring *ring, unsigned entries)
 {
@@ -207,6 +217,38 @@ static int uring_submit(dev_queue *bq)
 
 #define URING_REAP_BATCH 64
 
+/*
+ * Run the completions waiting as task work, in one io_uring_enter that does not block.
+ *
+ * With DEFER_TASKRUN an enter runs at most max(URING_TW_CAP, min_complete) of them, so a plain
+ * GETEVENTS enter (min 0) collects 20 and a batch of 64 reads took 3-4 enters: 0.110-0.16 system
+ * calls per device-bound GET (strace -c around spillway-bench -s --op GET -t 2 -b 64, one worker,
+ * 52x memory, sg-get on: docs/BENCHMARKS.md "System calls per GET"), io_uring_enter 0.046-0.065
+ * of them. Asking for every piece in flight lifts the cap, and a zero timeout (EXT_ARG, 5.11;
+ * DEFER_TASKRUN needs 6.1) bounds the wait: 0.084-0.090 per GET, io_uring_enter 0.024-0.030.
+ * The price: when fewer than asked have completed, the kernel arms an hrtimer for the timeout and
+ * sleeps until it fires before returning -ETIME, 17-20 us on this VM against 0.3 us for a plain
+ * enter, which cost about 3% GET/s at -b 64 (paired runs in one server: 13 of 16 lower, medians
+ * 86.1k against 88.7k). So the plain enter stays wherever the cap cannot bite (20 or fewer pieces
+ * in flight). A ring without DEFER_TASKRUN (the fallbacks) runs all its task work in a plain enter.
+ */
+#define URING_TW_CAP 20   /* the kernel's IO_LOCAL_TW_DEFAULT_MAX (6.18) */
+
+static void uring_taskrun_run(uring_queue *q)
+{
+	unsigned inflight = q->base.pieces - q->base.unsubmitted;
+	if (!(q->ring.flags & IORING_SETUP_DEFER_TASKRUN) || inflight <= URING_TW_CAP) {
+		io_uring_get_events(&q->ring);
+		return;
+	}
+	struct __kernel_timespec zero = { .tv_sec = 0, .tv_nsec = 0 };
+	struct io_uring_getevents_arg arg = { .ts = (uint64_t)(uintptr_t)&zero };
+	/* -ETIME (fewer than inflight are done) and -EINTR are no failure: the CQ says what ran. */
+	(void)io_uring_enter2((unsigned)q->ring.ring_fd, 0, inflight,
+	                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, (sigset_t *)&arg,
+	                      sizeof(arg));
+}
+
 static int uring_reap(dev_queue *bq, int max)
 {
 	uring_queue *q = (uring_queue *)bq;
@@ -228,7 +270,7 @@ static int uring_reap(dev_queue *bq, int max)
 			 * this call chase them one enter at a time; each new batch of task work signals the
 			 * eventfd again (the list was emptied here), so the caller is told about it. */
 			entered = true;
-			io_uring_get_events(&q->ring);
+			uring_taskrun_run(q);
 			n = io_uring_peek_batch_cqe(&q->ring, cqes, want);
 		}
 		if (n == 0)
