@@ -89,10 +89,14 @@ sweep() {
 		# csv: mode,op,threads,batch,...,ops_per_s ($10),...,errors ($19),wrong,missing,cpu_s,us/op ($23)
 		tail -n +2 "$work/sweep.csv" | sed 's/"[^"]*"/OP/' |
 			awk -F, -v st="$store" -v sg="$sg" '{ print st, sg, $4, $10, $23, $19 + $20 + $21 }' >>"$work/rows"
-		if [ "$store" = native ] && [ "$sg" = yes ]; then
-			redis-cli -p "$PORT" INFO stats | tr -d '\r' |
-				grep -E '^(tier_reads_per_submit|tier_queue_depth_mean|tier_queue_depth_max|tier_merged_reads|tier_vectored_reads|tier_dedup_hits|sg_pending_per_park|tier_device_submits):' \
-				>"$work/counters"
+		if [ "$store" != memory ] && [ "$sg" = yes ]; then
+			{
+				printf '%s: ' "$store"
+				redis-cli -p "$PORT" INFO stats | tr -d '\r' |
+					grep -E '^(tier_pending_reads|tier_device_reads|tier_reads_per_submit|tier_queue_depth_mean|tier_queue_depth_max|tier_merged_reads|tier_vectored_reads|tier_dedup_hits|sg_pending_per_park|tier_device_submits):' |
+					tr '\n' ' '
+				echo
+			} >>"$work/counters"
 		fi
 	done
 	redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
@@ -140,5 +144,6 @@ if [[ " $STORES " == *" localmemory "* && " $STORES " == *" memory "* ]]; then
 fi
 if [ -s "$work/counters" ]; then
 	echo
-	echo "native store counters over the sg-get on sweep: $(tr '\n' ' ' <"$work/counters")"
+	echo "Store counters over each sg-get on sweep (tier_pending_reads: GETs that waited on the device):"
+	cat "$work/counters"
 fi
