@@ -70,46 +70,9 @@ static size_t val_make(int i, int gen, char *buf)
 	return (size_t)len;
 }
 
-typedef struct obuf {
-	char *p;
-	size_t len, cap;
-} obuf;
-
-static void ob_add(obuf *b, const void *p, size_t n)
-{
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 65536;
-		while (cap < b->len + n)
-			cap *= 2;
-		b->p = realloc(b->p, cap);
-		assert_non_null(b->p);
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-}
-
-static void ob_fmt(obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ob_fmt(obuf *b, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	ob_add(b, tmp, (size_t)n);
-}
-
-static void ob_bulk(obuf *b, const void *p, size_t n)
-{
-	ob_fmt(b, "$%zu\r\n", n);
-	ob_add(b, p, n);
-	ob_add(b, "\r\n", 2);
-}
-
 /* A request: argv as RESP; and its expected reply. */
 typedef struct pipe_buf {
-	obuf req, exp;
+	itest_buf req, exp;
 	int n;                         /* requests */
 } pipe_buf;
 
@@ -126,21 +89,21 @@ static void pb_free(pipe_buf *pb)
 	memset(pb, 0, sizeof(*pb));
 }
 
-static void exp_value(obuf *exp, int i)
+static void exp_value(itest_buf *exp, int i)
 {
 	char v[256];
 	if (g_gen[i] < 0) {
-		ob_add(exp, "$-1\r\n", 5);
+		itest_buf_add(exp, "$-1\r\n", 5);
 		return;
 	}
-	ob_bulk(exp, v, val_make(i, g_gen[i], v));
+	itest_buf_bulk(exp, v, val_make(i, g_gen[i], v));
 }
 
 static void pb_get(pipe_buf *pb, int i)
 {
 	char k[64];
-	ob_add(&pb->req, "*2\r\n$3\r\nGET\r\n", 13);
-	ob_bulk(&pb->req, k, key_make(i, k));
+	itest_buf_add(&pb->req, "*2\r\n$3\r\nGET\r\n", 13);
+	itest_buf_bulk(&pb->req, k, key_make(i, k));
 	exp_value(&pb->exp, i);
 	pb->n++;
 }
@@ -148,10 +111,10 @@ static void pb_get(pipe_buf *pb, int i)
 static void pb_set(pipe_buf *pb, int i, int gen)
 {
 	char k[64], v[256];
-	ob_add(&pb->req, "*3\r\n$3\r\nSET\r\n", 13);
-	ob_bulk(&pb->req, k, key_make(i, k));
-	ob_bulk(&pb->req, v, val_make(i, gen, v));
-	ob_add(&pb->exp, "+OK\r\n", 5);
+	itest_buf_add(&pb->req, "*3\r\n$3\r\nSET\r\n", 13);
+	itest_buf_bulk(&pb->req, k, key_make(i, k));
+	itest_buf_bulk(&pb->req, v, val_make(i, gen, v));
+	itest_buf_add(&pb->exp, "+OK\r\n", 5);
 	g_gen[i] = gen;
 	pb->n++;
 }
@@ -159,9 +122,9 @@ static void pb_set(pipe_buf *pb, int i, int gen)
 static void pb_del(pipe_buf *pb, int i)
 {
 	char k[64];
-	ob_add(&pb->req, "*2\r\n$3\r\nDEL\r\n", 13);
-	ob_bulk(&pb->req, k, key_make(i, k));
-	ob_fmt(&pb->exp, ":%d\r\n", g_gen[i] >= 0 ? 1 : 0);
+	itest_buf_add(&pb->req, "*2\r\n$3\r\nDEL\r\n", 13);
+	itest_buf_bulk(&pb->req, k, key_make(i, k));
+	itest_buf_fmt(&pb->exp, ":%d\r\n", g_gen[i] >= 0 ? 1 : 0);
 	g_gen[i] = -1;
 	pb->n++;
 }
@@ -169,10 +132,10 @@ static void pb_del(pipe_buf *pb, int i)
 static void pb_mget(pipe_buf *pb, const int *keys, int n)
 {
 	char k[64];
-	ob_fmt(&pb->req, "*%d\r\n$4\r\nMGET\r\n", n + 1);
-	ob_fmt(&pb->exp, "*%d\r\n", n);
+	itest_buf_fmt(&pb->req, "*%d\r\n$4\r\nMGET\r\n", n + 1);
+	itest_buf_fmt(&pb->exp, "*%d\r\n", n);
 	for (int j = 0; j < n; j++) {
-		ob_bulk(&pb->req, k, key_make(keys[j], k));
+		itest_buf_bulk(&pb->req, k, key_make(keys[j], k));
 		exp_value(&pb->exp, keys[j]);
 	}
 	pb->n++;
@@ -180,7 +143,7 @@ static void pb_mget(pipe_buf *pb, const int *keys, int n)
 
 /* Send the pipeline in one write; append every reply to got (may be NULL) and compare each with the
  * expected one. */
-static void pb_run(pipe_buf *pb, obuf *got)
+static void pb_run(pipe_buf *pb, itest_buf *got)
 {
 	assert_int_equal(itest_conn_send(&g_c, pb->req.p, pb->req.len), 0);
 	size_t off = 0;
@@ -193,7 +156,7 @@ static void pb_run(pipe_buf *pb, obuf *got)
 			fail();
 		}
 		if (got)
-			ob_add(got, rep, (size_t)n);
+			itest_buf_add(got, rep, (size_t)n);
 		if (off + (size_t)n > pb->exp.len || memcmp(pb->exp.p + off, rep, (size_t)n) != 0) {
 			char *g = itest_escape(rep, (size_t)n, 200);
 			char *e = itest_escape(pb->exp.p + off, SPW_MIN(pb->exp.len - off, (size_t)200), 200);
@@ -422,7 +385,7 @@ static void workload_build(pipe_buf *pb, uint64_t seed)
 static void test_sg_get_on_and_off_give_byte_identical_reply_streams(void **state)
 {
 	(void)state;
-	obuf on = { 0 }, off = { 0 };
+	itest_buf on = { 0 }, off = { 0 };
 	pipe_buf pb = { 0 };
 
 	sg_set("no");
@@ -568,12 +531,12 @@ static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_cl
 	assert_int_equal(itest_conn_open(&a, srv.port), 0);
 	assert_int_equal(itest_conn_open(&b, srv.port), 0);
 	int n = SG_KEYS / 4;
-	obuf req = { 0 };
+	itest_buf req = { 0 };
 	char k[64], v[256];
 	for (int i = 0; i < n; i++) {
-		ob_add(&req, "*3\r\n$3\r\nSET\r\n", 13);
-		ob_bulk(&req, k, key_make(i, k));
-		ob_bulk(&req, v, val_make(i, 3, v));
+		itest_buf_add(&req, "*3\r\n$3\r\nSET\r\n", 13);
+		itest_buf_bulk(&req, k, key_make(i, k));
+		itest_buf_bulk(&req, v, val_make(i, 3, v));
 	}
 	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
 	for (int i = 0; i < n; i++) {
@@ -582,8 +545,8 @@ static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_cl
 	}
 	req.len = 0;
 	for (int i = 0; i < n; i++) {
-		ob_add(&req, "*2\r\n$3\r\nGET\r\n", 13);
-		ob_bulk(&req, k, key_make(i, k));
+		itest_buf_add(&req, "*2\r\n$3\r\nGET\r\n", 13);
+		itest_buf_bulk(&req, k, key_make(i, k));
 	}
 	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
 	char *pong = itest_conn_call(&b, "PING", NULL);

@@ -146,53 +146,16 @@ static long val_final(int i, char *buf)
 
 /* ---------------- a pipelined client ---------------- */
 
-typedef struct obuf {
-	char *p;
-	size_t len, cap;
-} obuf;
-
-static void ob_add(obuf *b, const void *p, size_t n)
-{
-	if (b->cap - b->len < n) {
-		size_t cap = b->cap ? b->cap : 65536;
-		while (cap - b->len < n)
-			cap *= 2;
-		b->p = realloc(b->p, cap);
-		assert_non_null(b->p);
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-}
-
-static void ob_fmt(obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ob_fmt(obuf *b, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	ob_add(b, tmp, (size_t)n);
-}
-
-static void ob_bulk(obuf *b, const void *p, size_t n)
-{
-	ob_fmt(b, "$%zu\r\n", n);
-	ob_add(b, p, n);
-	ob_add(b, "\r\n", 2);
-}
-
 /* A command as a RESP array: argc pieces given as (pointer, length) pairs. */
-static void ob_cmd(obuf *b, int argc, ...)
+static void ob_cmd(itest_buf *b, int argc, ...)
 {
 	va_list ap;
-	ob_fmt(b, "*%d\r\n", argc);
+	itest_buf_fmt(b, "*%d\r\n", argc);
 	va_start(ap, argc);
 	for (int k = 0; k < argc; k++) {
 		const char *p = va_arg(ap, const char *);
 		size_t n = va_arg(ap, size_t);
-		ob_bulk(b, p, n);
+		itest_buf_bulk(b, p, n);
 	}
 	va_end(ap);
 }
@@ -202,7 +165,7 @@ typedef struct tclient {
 	itest_conn conn;
 	pthread_t th;
 	int phase;
-	obuf req, exp;             /* a batch of requests and their expected replies, back to back */
+	itest_buf req, exp;             /* a batch of requests and their expected replies, back to back */
 	size_t exp_off[TIER_BATCH * 2 + 2];
 	int nexp;
 	int ncmds;
@@ -279,9 +242,9 @@ static void cl_maybe_flush(tclient *c)
 static void exp_bulk_or_nil(tclient *c, const char *p, long n)
 {
 	if (n < 0)
-		ob_add(&c->exp, "$-1\r\n", 5);
+		itest_buf_add(&c->exp, "$-1\r\n", 5);
 	else
-		ob_bulk(&c->exp, p, (size_t)n);
+		itest_buf_bulk(&c->exp, p, (size_t)n);
 }
 
 /* ---------------- phases (note 2) ---------------- */
@@ -294,7 +257,7 @@ static void phase_load(tclient *c, char *kb, char *vb)
 		size_t kl = key_make(i, kb), vl = val_make(i, 0, vb);
 		ob_cmd(&c->req, 3, "SET", (size_t)3, kb, kl, vb, vl);
 		exp_begin(c);
-		ob_add(&c->exp, "+OK\r\n", 5);
+		itest_buf_add(&c->exp, "+OK\r\n", 5);
 		cl_maybe_flush(c);
 	}
 }
@@ -305,7 +268,7 @@ static void phase_read(tclient *c, char *kb, char *vb)
 		size_t kl = key_make(i, kb), vl = val_make(i, 0, vb);
 		ob_cmd(&c->req, 2, "GET", (size_t)3, kb, kl);
 		exp_begin(c);
-		ob_bulk(&c->exp, vb, vl);
+		itest_buf_bulk(&c->exp, vb, vl);
 		cl_maybe_flush(c);
 	}
 }
@@ -322,7 +285,7 @@ static void phase_mutate(tclient *c, char *kb, char *vb)
 			vl = val_make(i, 1, vb);
 			ob_cmd(&c->req, 3, "SET", (size_t)3, kb, kl, vb, vl);
 			exp_begin(c);
-			ob_add(&c->exp, "+OK\r\n", 5);
+			itest_buf_add(&c->exp, "+OK\r\n", 5);
 			break;
 		case 1:
 			if (del_pending < 0) {
@@ -331,7 +294,7 @@ static void phase_mutate(tclient *c, char *kb, char *vb)
 			}
 			ob_cmd(&c->req, 3, "DEL", (size_t)3, kb2, key_make(del_pending, kb2), kb, kl);
 			exp_begin(c);
-			ob_add(&c->exp, ":2\r\n", 4);
+			itest_buf_add(&c->exp, ":2\r\n", 4);
 			del_pending = -1;
 			break;
 		case 2:
@@ -340,13 +303,13 @@ static void phase_mutate(tclient *c, char *kb, char *vb)
 			vl = (size_t)sprintf(vb, "%lld", incr_of(i));
 			ob_cmd(&c->req, 3, "INCRBY", (size_t)6, kb, kl, vb, vl);
 			exp_begin(c);
-			ob_fmt(&c->exp, ":%lld\r\n", (long long)i + incr_of(i));
+			itest_buf_fmt(&c->exp, ":%lld\r\n", (long long)i + incr_of(i));
 			break;
 		case 4: {
 			size_t sl = suffix_make(i, sb);
 			ob_cmd(&c->req, 3, "APPEND", (size_t)6, kb, kl, sb, sl);
 			exp_begin(c);
-			ob_fmt(&c->exp, ":%zu\r\n", val_make(i, 0, vb) + sl);
+			itest_buf_fmt(&c->exp, ":%zu\r\n", val_make(i, 0, vb) + sl);
 			break;
 		}
 		default:
@@ -357,7 +320,7 @@ static void phase_mutate(tclient *c, char *kb, char *vb)
 	if (del_pending >= 0 && !c->failed) {
 		ob_cmd(&c->req, 2, "DEL", (size_t)3, kb2, key_make(del_pending, kb2));
 		exp_begin(c);
-		ob_add(&c->exp, ":1\r\n", 4);
+		itest_buf_add(&c->exp, ":1\r\n", 4);
 	}
 }
 
@@ -369,12 +332,12 @@ static void phase_verify(tclient *c, char *kb, char *vb)
 		if (i < g_nkeys)
 			ids[n++] = i;
 		if (n == GROUP || (i >= g_nkeys && n > 0)) {
-			ob_fmt(&c->req, "*%d\r\n", n + 1);
-			ob_bulk(&c->req, "MGET", 4);
+			itest_buf_fmt(&c->req, "*%d\r\n", n + 1);
+			itest_buf_bulk(&c->req, "MGET", 4);
 			for (int k = 0; k < n; k++)
-				ob_bulk(&c->req, kb, key_make(ids[k], kb));
+				itest_buf_bulk(&c->req, kb, key_make(ids[k], kb));
 			exp_begin(c);
-			ob_fmt(&c->exp, "*%d\r\n", n);
+			itest_buf_fmt(&c->exp, "*%d\r\n", n);
 			for (int k = 0; k < n; k++)
 				exp_bulk_or_nil(c, vb, val_final(ids[k], vb));
 			n = 0;

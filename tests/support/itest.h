@@ -122,6 +122,16 @@ int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char *
 /* Escape bytes for a message: \r \n \t \\ \" and \xHH; at most max input bytes, then "...(N more)".
  * malloc'd. */
 char *itest_escape(const void *p, size_t n, size_t max);
+/* A growable byte buffer for building pipelines and expected replies (aborts when memory is out:
+ * a test cannot go on without it). Zero-initialise; free(b.p) when done. */
+typedef struct itest_buf {
+	char *p;
+	size_t len, cap;
+} itest_buf;
+void itest_buf_add(itest_buf *b, const void *p, size_t n);
+void itest_buf_fmt(itest_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A RESP bulk string: $n CRLF bytes CRLF. */
+void itest_buf_bulk(itest_buf *b, const void *p, size_t n);
 /* Sleep ms milliseconds. */
 void itest_sleep_ms(int ms);
 /* Monotonic milliseconds. */

@@ -314,3 +314,42 @@ char *itest_escape(const void *p, size_t n, size_t max)
 	*o = '\0';
 	return out;
 }
+
+void itest_buf_add(itest_buf *b, const void *p, size_t n)
+{
+	if (b->cap - b->len < n) {
+		size_t cap = b->cap ? b->cap : 65536;
+		while (cap - b->len < n)
+			cap *= 2;
+		char *np = realloc(b->p, cap);
+		if (!np) {
+			fprintf(stderr, "itest: out of memory for a %zu-byte buffer\n", cap);
+			abort();
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+void itest_buf_fmt(itest_buf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		fprintf(stderr, "itest: itest_buf_fmt: \"%s\" does not fit %zu bytes\n", fmt, sizeof(tmp));
+		abort();
+	}
+	itest_buf_add(b, tmp, (size_t)n);
+}
+
+void itest_buf_bulk(itest_buf *b, const void *p, size_t n)
+{
+	itest_buf_fmt(b, "$%zu\r\n", n);
+	itest_buf_add(b, p, n);
+	itest_buf_add(b, "\r\n", 2);
+}
