@@ -172,6 +172,7 @@ server_state g_srv;
 #define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
 #define SG_LOOKAHEAD_KEYS   1024          /* keys a client's look-ahead holds prefetched at most (note 14) */
 #define SG_RING             1024          /* requests it covers at most (a power of two) */
+#define SG_CHUNK            16            /* ring slots allocated together */
 #define SG_READ_MAX         (256u << 10)  /* a parked client is read on while less is unparsed */
 
 /* The worker running on this thread (NULL elsewhere). */
@@ -400,11 +401,21 @@ static void client_free(worker *w, client *c)
 	resp_parser_fini(&c->parser);
 	if (SPW_UNLIKELY(c->io_wait || c->op_held || c->in_resume || c->sg_count))
 		client_tier_forget(w, c);
-	free(c->sg_ring);
+	if (c->sg_chunks) {
+		for (uint32_t i = 0; i < SG_RING / SG_CHUNK; i++)
+			free(c->sg_chunks[i]);
+		free(c->sg_chunks);
+	}
 	free(c);
 }
 
 /* ---------------- storage tier: parking and resuming (notes 11-13) ---------------- */
+
+/* Ring slot idx (already masked) of c's look-ahead; its chunk exists. */
+static inline client_op *client_sg_slot(client *c, uint32_t idx)
+{
+	return &c->sg_chunks[idx / SG_CHUNK][idx % SG_CHUNK];
+}
 
 /* c is being freed (note 13): off the resume list, and the store forgets its op. */
 static void client_tier_forget(worker *w, client *c)
@@ -431,7 +442,7 @@ static void client_tier_forget(worker *w, client *c)
 	hlog_session_release(w->sess, &c->self_op);
 	c->op_held = false;
 	for (; c->sg_count; c->sg_count--, c->sg_head = (c->sg_head + 1) & (SG_RING - 1))
-		hlog_session_release(w->sess, &c->sg_ring[c->sg_head]);
+		hlog_session_release(w->sess, client_sg_slot(c, c->sg_head));
 	c->sg_keys = 0;
 }
 
@@ -482,7 +493,7 @@ static void client_op_done(worker *w, client *c)
 /* The covered request at the ring's head has run: the store drops what was fetched for it. */
 static void client_sg_pop(worker *w, client *c)
 {
-	client_op *op = &c->sg_ring[c->sg_head];
+	client_op *op = client_sg_slot(c, c->sg_head);
 	hlog_session_release(w->sess, op);
 	c->sg_keys -= op->keys;
 	c->sg_head = (c->sg_head + 1) & (SG_RING - 1);
@@ -502,7 +513,7 @@ static void client_sg_extend(worker *w, client *c)
 {
 	if (c->sg_stop)
 		return;
-	if (!c->sg_ring && !(c->sg_ring = malloc(SG_RING * sizeof(*c->sg_ring))))
+	if (!c->sg_chunks && !(c->sg_chunks = calloc(SG_RING / SG_CHUNK, sizeof(*c->sg_chunks))))
 		return;   /* no look-ahead: the requests run one by one as without sg-get */
 	resp_parser *p = &w->sg_parser;
 	uint32_t reqs = 0, keys = 0, pending = 0, waiting = 0;
@@ -525,7 +536,11 @@ static void client_sg_extend(worker *w, client *c)
 		uint32_t nk = (uint32_t)(req.argc - 1);
 		if (c->sg_keys + nk > SG_LOOKAHEAD_KEYS && c->sg_keys > 0)
 			break;   /* full: more once covered requests ran */
-		client_op *op = &c->sg_ring[(c->sg_head + c->sg_count) & (SG_RING - 1)];
+		uint32_t idx = (c->sg_head + c->sg_count) & (SG_RING - 1);
+		client_op **chunk = &c->sg_chunks[idx / SG_CHUNK];
+		if (!*chunk && !(*chunk = malloc(SG_CHUNK * sizeof(**chunk))))
+			break;   /* no memory for more: what is covered stays covered */
+		client_op *op = client_sg_slot(c, idx);
 		op->c = c;
 		op->keys = nk;
 		hlog_session_set_op(w->sess, op);
@@ -764,7 +779,7 @@ static void client_process_input(worker *w, client *c)
 			 * (op_held) keeps it, the ring covers what follows it. */
 			client_op *op = NULL;
 			if (w->tier) {
-				op = c->sg_count && !c->op_held ? &c->sg_ring[c->sg_head] : &c->self_op;
+				op = c->sg_count && !c->op_held ? client_sg_slot(c, c->sg_head) : &c->self_op;
 				hlog_session_set_op(w->sess, op);
 			}
 			c->argc = req.argc;

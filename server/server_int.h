@@ -157,8 +157,10 @@ struct client {
 	bool park_sg;                 /* parked on a GET/MGET with sg-get on: read on, look ahead */
 	bool sg_stop;                 /* the look-ahead met a request it must not pass */
 	/* The look-ahead ring (note 14): one op per request after the running one whose keys were
-	 * prefetched, in request order from sg_head; allocated at the first look-ahead. */
-	client_op *sg_ring;
+	 * prefetched, in request order from sg_head. Its slots live in chunks allocated as the ring
+	 * first reaches them and never moved (the store holds pointers to them): a client that looks
+	 * ahead a few requests costs a few hundred bytes, not the whole ring. */
+	client_op **sg_chunks;
 	uint32_t sg_head, sg_count;
 	uint32_t sg_keys;             /* keys of the covered requests */
 	size_t sg_scan;               /* bytes after rpos parsed by the look-ahead (the covered end) */
