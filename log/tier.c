@@ -46,7 +46,7 @@ struct tier_io {
 	tier_io *members;            /* a merged read: its parts in offset order, linked by mnext */
 	tier_io *mnext;
 	uint8_t *gbuf;               /* a merged read's own buffer, gcap bytes (not vectored) */
-	uint64_t gcap;
+	uint64_t gcap;               /* bytes of gbuf, or of the pooled buffer iovs lives in */
 	struct iovec *iovs;          /* a vectored merged read: niov buffers (members' and gap) */
 	int niov;
 };
@@ -661,62 +661,34 @@ static void tier_merged_done(hlog_session *s, tier_io *g, int64_t res)
 		tier_read_deliver(s, m, g->iovs ? NULL : g->gbuf + rel, r);
 		m = next;
 	}
-	if (g->iovs)
-		free(g->iovs);
-	else
-		tier_buf_put(s, g->gbuf, g->gcap);
+	tier_buf_put(s, g->iovs ? (uint8_t *)g->iovs : g->gbuf, g->gcap);
 	tier_io_put(s, g);
 }
 
-/* The iovecs of a vectored read of [start, end) for the n sorted parts in p: each part's own
- * buffer, and the session's gap sector for the bytes between two parts (at most a sector, never
- * looked at: concurrent reads may all land there). NULL when parts overlap (one buffer and a copy
- * then), when they need more than DEV_IOV_MAX iovecs, or when memory is short. */
-static struct iovec *tier_merge_iovecs(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, int *cnt)
+/* One device read of [start, end) for the n staged parts in p (sorted by offset). niov > 0 (the
+ * iovecs tier_stage_flush counted: parts that do not overlap, <= DEV_IOV_MAX): vectored, each part's
+ * bytes straight into its own buffer and the gaps between parts (at most a sector each, never looked
+ * at: concurrent reads may all land there) into the session's gap sector; the iovec array is a pooled
+ * buffer. niov == 0 (two parts overlap): one buffer of the merged read's own, copied out on
+ * completion. 0, or -ENOMEM (nothing issued: the caller issues the parts alone). */
+static int tier_read_merge(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, uint64_t end, int niov)
 {
 	tier_session *t = &s->t;
-	uint64_t pos = start;
-	int k = 0;
-	bool gaps = false;
-	for (uint32_t i = 0; i < n; i++) {
-		if (p[i]->req.offset < pos)
-			return NULL;   /* overlaps: two fetches want the same bytes */
-		if (p[i]->req.offset > pos) {
-			k++;
-			gaps = true;
-		}
-		k++;
-		pos = p[i]->req.offset + p[i]->len;
-	}
-	if (k > DEV_IOV_MAX)
-		return NULL;
-	if (gaps && !t->gap_buf && !(t->gap_buf = tier_buf_get(s, s->l->sector, &t->gap_cap)))
-		return NULL;
-	struct iovec *iov = malloc((size_t)k * sizeof(*iov));
-	if (!iov)
-		return NULL;
-	pos = start;
-	k = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		if (p[i]->req.offset > pos)
-			iov[k++] = (struct iovec){ t->gap_buf, (size_t)(p[i]->req.offset - pos) };
-		iov[k++] = p[i]->iov;
-		pos = p[i]->req.offset + p[i]->len;
-	}
-	*cnt = k;
-	return iov;
-}
-
-/* One device read of [start, end) for the n staged parts in p (sorted by offset): vectored into
- * the parts' own buffers when they do not overlap, else into one buffer. 0, or -ENOMEM (nothing
- * issued: the caller issues the parts alone). */
-static int tier_read_merge(hlog_session *s, tier_io **p, uint32_t n, uint64_t start, uint64_t end)
-{
 	tier_io *g = tier_io_get(s);
 	if (!g)
 		return -ENOMEM;
-	g->iovs = tier_merge_iovecs(s, p, n, start, &g->niov);
-	if (g->iovs) {
+	if (niov > (int)n && !t->gap_buf && !(t->gap_buf = tier_buf_get(s, s->l->sector, &t->gap_cap)))
+		niov = 0;
+	if (niov && (g->iovs = (struct iovec *)tier_buf_get(s, (uint64_t)niov * sizeof(struct iovec), &g->gcap))) {
+		uint64_t pos = start;
+		int k = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (p[i]->req.offset > pos)
+				g->iovs[k++] = (struct iovec){ t->gap_buf, (size_t)(p[i]->req.offset - pos) };
+			g->iovs[k++] = p[i]->iov;
+			pos = p[i]->req.offset + p[i]->len;
+		}
+		g->niov = k;
 		ctr_add(&s->vectored_reads, 1);
 	} else {
 		g->gbuf = tier_buf_get(s, end - start, &g->gcap);
@@ -803,7 +775,7 @@ static void tier_stage_flush(hlog_session *s)
 			end = e;
 			j++;
 		}
-		if (j - i > 1 && tier_read_merge(s, arr + i, j - i, start, end) == 0) {
+		if (j - i > 1 && tier_read_merge(s, arr + i, j - i, start, end, niov) == 0) {
 			i = j;
 			continue;
 		}
