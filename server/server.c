@@ -803,8 +803,9 @@ static void client_process_input(worker *w, client *c)
 					client_sg_pop(w, c);
 				else if (c->op_held)
 					client_op_done(w, c);
-				c->sg_scan = c->sg_scan > consumed ? c->sg_scan - consumed : 0;
-				if (!c->sg_count) {
+				if (c->sg_count) {
+					c->sg_scan -= consumed;   /* the covered requests follow this one */
+				} else {
 					c->sg_scan = 0;
 					c->sg_stop = false;
 				}
