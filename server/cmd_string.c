@@ -103,24 +103,15 @@ void cmd_get(client *c)
  * the array keeps the length it announced. */
 void cmd_mget(client *c)
 {
-	hlog_key ks[KEYS_AHEAD];
-	hlog_session *s = c->w->sess;
+	keys_ahead a;
+	hlog_key k;
 	if (c->argc > 2 && reply_store_failed(c, command_keys_prefetch(c, 1, -1, 1)))
 		return;
 	resp_write_array_len(&c->out, c->argc - 1);
-	/* Keys hashed and their buckets on their way KEYS_AHEAD lookups early: a large MGET waits on
-	 * several cache misses at once instead of one after another. */
-	for (int i = 1; i < c->argc && i <= KEYS_AHEAD; i++) {
-		key_from_arg(&ks[i - 1], &c->argv[i]);
-		hlog_bucket_prefetch(s, &ks[i - 1]);
-	}
+	keys_ahead_init(&a, c, 1, 1, c->argc - 1);
 	for (int i = 1; i < c->argc; i++) {
-		hlog_key *k = &ks[(i - 1) % KEYS_AHEAD];
-		int rc = hlog_read(s, k, read_reply_bulk, c);
-		if (i + KEYS_AHEAD < c->argc) {
-			key_from_arg(k, &c->argv[i + KEYS_AHEAD]);
-			hlog_bucket_prefetch(s, k);
-		}
+		keys_ahead_next(&a, &k);
+		int rc = hlog_read(c->w->sess, &k, read_reply_bulk, c);
 		if (SPW_UNLIKELY(rc == HLOG_PENDING)) {
 			reply_pending(c);   /* evicted since the prefetch: the partial reply is rolled back */
 			return;

@@ -619,6 +619,32 @@ static void reply_unknown_subcommand(client *c, const spw_command *parent)
 	reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)len, c->argv[1].ptr, upper);
 }
 
+static void keys_ahead_load(keys_ahead *a, int i)
+{
+	hlog_key *k = &a->ks[i % KEYS_AHEAD];
+	key_from_arg(k, &a->c->argv[a->first + i * a->step]);
+	hlog_bucket_prefetch(a->c->w->sess, k);
+}
+
+void keys_ahead_init(keys_ahead *a, client *c, int first, int step, int n)
+{
+	a->c = c;
+	a->first = first;
+	a->step = step;
+	a->n = n;
+	a->next = 0;
+	for (int i = 0; i < n && i < KEYS_AHEAD; i++)
+		keys_ahead_load(a, i);
+}
+
+void keys_ahead_next(keys_ahead *a, hlog_key *k)
+{
+	int i = a->next++;
+	*k = a->ks[i % KEYS_AHEAD];
+	if (i + KEYS_AHEAD < a->n)
+		keys_ahead_load(a, i + KEYS_AHEAD);
+}
+
 int command_keys_prefetch(client *c, int first, int last, int step)
 {
 	int rc = 0;
@@ -627,23 +653,13 @@ int command_keys_prefetch(client *c, int first, int last, int step)
 		return 0;
 	if (last < 0)
 		last = c->argc + last;
-	/* Every key, even after one is pending: their reads go out together in the next poll. The
-	 * buckets of the keys KEYS_AHEAD further on are already on their way into the cache. */
-	hlog_key ks[KEYS_AHEAD];
-	hlog_session *s = c->w->sess;
+	/* Every key, even after one is pending: their reads go out together in the next poll. */
+	keys_ahead a;
 	int n = (last - first) / step + 1;
-	for (int i = 0; i < n && i < KEYS_AHEAD; i++) {
-		key_from_arg(&ks[i], &c->argv[first + i * step]);
-		hlog_bucket_prefetch(s, &ks[i]);
-	}
+	keys_ahead_init(&a, c, first, step, n);
 	for (int i = 0; i < n; i++) {
-		hlog_key *kp = &ks[i % KEYS_AHEAD];
-		k = *kp;
-		if (i + KEYS_AHEAD < n) {
-			key_from_arg(kp, &c->argv[first + (i + KEYS_AHEAD) * step]);
-			hlog_bucket_prefetch(s, kp);
-		}
-		int r = hlog_prefetch(s, &k);
+		keys_ahead_next(&a, &k);
+		int r = hlog_prefetch(c->w->sess, &k);
 		if (r < 0)
 			return r;
 		if (r == HLOG_PENDING)

@@ -394,6 +394,19 @@ bool arg_opt_is(const resp_slice *a, const char *lit, size_t n);
 static inline void key_from_arg(hlog_key *k, const resp_slice *a) { hlog_key_init(k, a->ptr, a->len); }
 #define KEYS_AHEAD 8   /* multi-key commands hash this many keys ahead (hlog_bucket_prefetch) */
 
+/* The keys argv[first], argv[first + step], ... (n of them) of a multi-key command, taken in order
+ * with keys_ahead_next: each is hashed, and its index bucket started into the CPU cache, KEYS_AHEAD
+ * keys before it is used, so that a large MGET waits on several cache misses at once instead of one
+ * after another. */
+typedef struct keys_ahead {
+	client *c;
+	int first, step, n, next;
+	hlog_key ks[KEYS_AHEAD];
+} keys_ahead;
+void keys_ahead_init(keys_ahead *a, client *c, int first, int step, int n);
+/* The next key into *k (a copy: its slot is reused at once). */
+void keys_ahead_next(keys_ahead *a, hlog_key *k);
+
 /* Count a keyspace hit or miss (INFO keyspace_hits/misses) on the client's worker. */
 static inline void count_lookup(client *c, bool found)
 {
