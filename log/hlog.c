@@ -526,10 +526,7 @@ static int log_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, ui
 			} else {
 				/* A spanning record cut by need must be written whole first, which may include
 				 * this turn's own page (note 15): then that page is closed for good. */
-				uint64_t ro = log_evict_ro(l, need);
-				if (ro > (page << l->page_bits))
-					off = l->page_bytes;
-				rc = tier_evict_for(l, need, ro, true);
+				rc = tier_evict_for(l, need, log_evict_ro(l, need), true);   /* fail: closes page */
 			}
 			if (rc < 0) {
 				*need_out = need;
@@ -560,6 +557,11 @@ static int log_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, ui
 	}
 	marker_advance(&l->read_only, ro);
 	if (!log_ro_bump(l)) {
+		/* The tail stays in page, but ReadOnly has moved (and may have passed page's start, for a
+		 * spanning record or the look-ahead above): the span marks go, and the fail path closes
+		 * the page if it is read-only now. */
+		for (uint64_t p = np; last > np && p <= last; p++)
+			atomic_store(p == np ? &l->span_first[p & mask] : &l->span_cont[p & mask], 0);
 		rc = LOG_E_RETRY;
 		goto fail;
 	}
@@ -572,6 +574,9 @@ static int log_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, ui
 	}
 	return 0;
 fail:
+	/* A page ReadOnly has entered takes no more records: the next allocation turns it again. */
+	if (load_acq(&l->read_only) > (page << l->page_bits))
+		off = l->page_bytes;
 	atomic_store_explicit(&l->tail, (page << l->tail_shift) | off, memory_order_release);
 	return rc;
 }
