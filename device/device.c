@@ -118,33 +118,43 @@ static bool dev_refused(int rc)
 	       rc == -EACCES;
 }
 
-/* Open backend b, stepping down uring -> libaio -> posix on a refusal when fallback is allowed. */
+/* The backend to try after b refused with rc: O_DIRECT refused (-EOPNOTSUPP) is the file
+ * system's doing, which only posix gets around; any other refusal steps uring -> libaio -> posix.
+ * NULL when nothing is left. */
+static const dev_backend *dev_fallback_next(const dev_backend *b, int rc)
+{
+	const dev_backend *nb = NULL;
+	if (rc != -EOPNOTSUPP && strcmp(b->name, "uring") == 0)
+		nb = dev_backend_find("libaio");
+	if (!nb)
+		nb = dev_backend_find("posix");
+	return nb == b ? NULL : nb;
+}
+
+static int dev_open_chain(const dev_config *cfg, const dev_backend *b, bool fallback, dev **out,
+                          char *err, size_t errlen);
+
+/* b's open failed with rc (why): step down when fallback is allowed and the kernel refused, else
+ * report why. */
+static int dev_open_after(const dev_config *cfg, const dev_backend *b, int rc, const char *why,
+                          bool fallback, dev **out, char *err, size_t errlen)
+{
+	const dev_backend *nb = fallback && dev_refused(rc) ? dev_fallback_next(b, rc) : NULL;
+	if (!nb) {
+		dev_err_set(err, errlen, "%s", why);
+		return rc;
+	}
+	spw_log(SPW_LOG_WARNING, 0, "device: %s; falling back to %s as asked", why, nb->name);
+	return dev_open_chain(cfg, nb, fallback, out, err, errlen);
+}
+
+/* Open backend b, stepping down on a refusal when fallback is allowed. */
 static int dev_open_chain(const dev_config *cfg, const dev_backend *b, bool fallback, dev **out,
                           char *err, size_t errlen)
 {
 	char why[256] = "";
 	int rc = b->open(cfg, out, why, sizeof(why));
-	const char *next = NULL;
-	if (rc == 0 || !fallback || !dev_refused(rc)) {
-		if (rc)
-			dev_err_set(err, errlen, "%s", why);
-		return rc;
-	}
-	if (strcmp(b->name, "uring") == 0)
-		next = "libaio";
-	else if (strcmp(b->name, "libaio") == 0 || rc == -EOPNOTSUPP)
-		next = "posix";
-	const dev_backend *nb = next ? dev_backend_find(next) : NULL;
-	if (!nb && next && strcmp(next, "libaio") == 0) {
-		next = "posix";
-		nb = dev_backend_find(next);
-	}
-	if (!nb || nb == b) {
-		dev_err_set(err, errlen, "%s", why);
-		return rc;
-	}
-	spw_log(SPW_LOG_WARNING, 0, "device: %s; falling back to %s as asked", why, next);
-	return dev_open_chain(cfg, nb, fallback, out, err, errlen);
+	return rc == 0 ? 0 : dev_open_after(cfg, b, rc, why, fallback, out, err, errlen);
 }
 
 int dev_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
@@ -180,13 +190,10 @@ int dev_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 		if (b) {
 			char why[256] = "";
 			rc = b->open(cfg, out, why, sizeof(why));
-			if (rc == 0 || !dev_refused(rc) || rc == -EOPNOTSUPP) {
-				if (rc == -EOPNOTSUPP && cfg->allow_fallback)
-					return dev_open_chain(cfg, b, true, out, err, errlen);
-				if (rc)
-					dev_err_set(err, errlen, "%s", why);
-				return rc;
-			}
+			if (rc == 0)
+				return 0;
+			if (!dev_refused(rc) || rc == -EOPNOTSUPP)   /* libaio would meet the same refusal */
+				return dev_open_after(cfg, b, rc, why, cfg->allow_fallback, out, err, errlen);
 			spw_log(SPW_LOG_NOTICE, 0, "device: %s; using libaio", why);
 		}
 		b = dev_backend_find("libaio");
