@@ -710,7 +710,6 @@ void command_dispatch(client *c)
 		st->errors = errors;
 		st->keyspace_hits = hits;
 		st->keyspace_misses = misses;
-		st->parked++;
 		if (SPW_LIKELY(now > w->cmd_clock))
 			st->cmd_ticks[idx] += now - w->cmd_clock;
 		w->cmd_clock = now;

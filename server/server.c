@@ -399,8 +399,8 @@ static void client_free(worker *w, client *c)
 	w->buf_bytes -= (int64_t)c->rcap;
 	free(c->rbuf);
 	resp_parser_fini(&c->parser);
-	if (SPW_UNLIKELY(c->io_wait || c->op_held || c->in_resume || c->sg_count))
-		client_tier_forget(w, c);
+	if (w->tier)
+		client_tier_forget(w, c);   /* always: a failed command may have left reads under self_op */
 	if (c->sg_chunks) {
 		for (uint32_t i = 0; i < SG_RING / SG_CHUNK; i++)
 			free(c->sg_chunks[i]);
@@ -474,10 +474,10 @@ static void client_park(worker *w, client *c, client_op *op)
 	c->park_op = op;
 	if (op == &c->self_op) {
 		c->op_held = true;
-	} else if (op->counted) {
-		w->stats.parked--;   /* command_dispatch counted the wait the look-ahead had counted */
-	} else {
-		op->counted = true;
+		w->stats.parked++;
+	} else if (!op->counted) {
+		op->counted = true;   /* a covered request's wait counts once: the look-ahead's, or now */
+		w->stats.parked++;
 	}
 	w->io_dirty = true;
 }
@@ -498,13 +498,13 @@ static void client_sg_pop(worker *w, client *c)
 	c->sg_keys -= op->keys;
 	c->sg_head = (c->sg_head + 1) & (SG_RING - 1);
 	c->sg_count--;
+	c->sg_full = false;
 }
 
 /* Whether a parked client is read on: its look-ahead can still cover what arrives (note 14). */
 static bool client_sg_open(const client *c)
 {
-	return c->park_sg && !c->sg_stop && c->sg_keys < SG_LOOKAHEAD_KEYS && c->sg_count < SG_RING &&
-	       c->rlen - c->rpos < SG_READ_MAX;
+	return c->park_sg && !c->sg_stop && !c->sg_full && c->rlen - c->rpos < SG_READ_MAX;
 }
 
 /* c is parked on a GET or MGET: prefetch the keys of the GETs and MGETs that follow the covered
@@ -513,13 +513,19 @@ static void client_sg_extend(worker *w, client *c)
 {
 	if (c->sg_stop)
 		return;
-	if (!c->sg_chunks && !(c->sg_chunks = calloc(SG_RING / SG_CHUNK, sizeof(*c->sg_chunks))))
-		return;   /* no look-ahead: the requests run one by one as without sg-get */
+	if (!c->sg_chunks && !(c->sg_chunks = calloc(SG_RING / SG_CHUNK, sizeof(*c->sg_chunks)))) {
+		c->sg_stop = true;   /* no look-ahead: the requests run one by one as without sg-get */
+		return;
+	}
 	resp_parser *p = &w->sg_parser;
 	uint32_t reqs = 0, keys = 0, pending = 0, waiting = 0;
 	size_t from = c->rpos + c->sg_scan;
 	hlog_key k;
-	while (from < c->rlen && c->sg_count < SG_RING) {
+	while (from < c->rlen) {
+		if (c->sg_count == SG_RING) {
+			c->sg_full = true;
+			break;
+		}
 		size_t consumed = 0;
 		resp_request req;
 		int prc = resp_request_parse(p, c->rbuf + from, c->rlen - from, &consumed, &req);
@@ -534,12 +540,16 @@ static void client_sg_extend(worker *w, client *c)
 			break;
 		}
 		uint32_t nk = (uint32_t)(req.argc - 1);
-		if (c->sg_keys + nk > SG_LOOKAHEAD_KEYS && c->sg_keys > 0)
-			break;   /* full: more once covered requests ran */
+		if (c->sg_keys + nk > SG_LOOKAHEAD_KEYS && c->sg_keys > 0) {
+			c->sg_full = true;   /* more once covered requests ran */
+			break;
+		}
 		uint32_t idx = (c->sg_head + c->sg_count) & (SG_RING - 1);
 		client_op **chunk = &c->sg_chunks[idx / SG_CHUNK];
-		if (!*chunk && !(*chunk = malloc(SG_CHUNK * sizeof(**chunk))))
-			break;   /* no memory for more: what is covered stays covered */
+		if (!*chunk && !(*chunk = malloc(SG_CHUNK * sizeof(**chunk)))) {
+			c->sg_full = true;   /* no memory for more: what is covered stays covered */
+			break;
+		}
 		client_op *op = client_sg_slot(c, idx);
 		op->c = c;
 		op->keys = nk;
@@ -807,7 +817,7 @@ static void client_process_input(worker *w, client *c)
 					c->sg_scan -= consumed;   /* the covered requests follow this one */
 				} else {
 					c->sg_scan = 0;
-					c->sg_stop = false;
+					c->sg_stop = c->sg_full = false;
 				}
 			}
 			c->rpos += consumed;
@@ -884,6 +894,14 @@ static void client_read(worker *w, client *c)
 			if ((size_t)n < room || !client_readable(c))
 				return;
 			continue;
+		}
+		if (n == 0 && (c->flags & CLIENT_PARKED)) {
+			/* End of input read early by the look-ahead (a client that shut down its writing
+			 * side after a pipeline): its requests still run and are answered first; the end
+			 * is read again once the client is no longer parked. */
+			c->sg_stop = true;
+			pending_add(w, c);   /* drop EPOLLIN */
+			return;
 		}
 		if (n == 0) {
 			spw_log(SPW_LOG_VERBOSE, 0, "Client closed connection id=%llu addr=%s",

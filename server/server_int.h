@@ -156,6 +156,7 @@ struct client {
 	client_op *park_op;           /* parked: the op whose ready callback resumes it */
 	bool park_sg;                 /* parked on a GET/MGET with sg-get on: read on, look ahead */
 	bool sg_stop;                 /* the look-ahead met a request it must not pass */
+	bool sg_full;                 /* it has no room for the next request until one has run */
 	/* The look-ahead ring (note 14): one op per request after the running one whose keys were
 	 * prefetched, in request order from sg_head. Its slots live in chunks allocated as the ring
 	 * first reaches them and never moved (the store holds pointers to them): a client that looks

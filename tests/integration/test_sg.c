@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/spw.h"
 #include "support/itest.h"
@@ -512,6 +513,32 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 	closed_loop_run(&c, SG_PIPE * 3, 64, 4242);
 	closed_loop_run(&c, SG_PIPE, 8, 4243);
 	itest_conn_close(&c);
+
+	/* A client that sends a pipeline of cold GETs and shuts down its writing side at once (nc -N,
+	 * redis-cli --pipe style): the end of input is seen while a GET waits, and every reply must
+	 * still come. */
+	for (int round = 0; round < 5; round++) {
+		assert_int_equal(itest_conn_open(&c, srv.port), 0);
+		for (int r = 0; r < SG_PIPE / 4; r++)
+			pb_get(&pb, (int)(rnd() % SG_KEYS));
+		assert_int_equal(itest_conn_send(&c, pb.req.p, pb.req.len), 0);
+		assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
+		size_t off = 0;
+		for (int r = 0; r < pb.n; r++) {
+			const char *got;
+			ssize_t len = itest_conn_read_reply(&c, &got, NULL);
+			if (len < 0 || memcmp(got, pb.exp.p + off, (size_t)len) != 0) {
+				fprintf(stderr, "sg: half-closed pipeline, reply %d of %d: %s\n", r, pb.n,
+				        len < 0 ? strerror((int)-len) : "wrong bytes");
+				fail();
+			}
+			off += (size_t)len;
+		}
+		assert_int_equal(off, pb.exp.len);
+		itest_conn_close(&c);
+		pb_reset(&pb);
+	}
+	pb_free(&pb);
 	memcpy(g_gen, saved, sizeof(saved));
 	assert_int_equal(itest_server_stop(&srv), 0);
 }
