@@ -265,6 +265,17 @@ static int fault_decide(fault_dev *d, int op, dev_fault_spec *spec /* out */)
 	return kind;
 }
 
+/* The IO fault_decide counted was refused before it reached the device (throttle, memory): the
+ * caller's retry is the same IO, so it must not count twice. */
+static void fault_uncount(fault_dev *d, int op)
+{
+	pthread_mutex_lock(&d->lock);
+	uint32_t mask = d->spec.ops ? d->spec.ops : (1u << DEV_OP_READ) | (1u << DEV_OP_WRITE);
+	if (d->spec.kind != DEV_FAULT_NONE && (mask & (1u << op)) && d->count > 0)
+		d->count--;
+	pthread_mutex_unlock(&d->lock);
+}
+
 static void fault_inner_done(dev_req *ir, int64_t res);
 
 static int fault_enqueue(dev_queue *bq, dev_req *r, int op)
@@ -288,9 +299,8 @@ static int fault_enqueue(dev_queue *bq, dev_req *r, int op)
 		                            : r->p.len / 2 / sector * sector;
 		keep = SPW_MIN(keep, r->p.len);
 	}
-	if (kind != DEV_FAULT_NONE)
-		atomic_fetch_add(&d->hits, 1);
 	if (kind == DEV_FAULT_ERROR || (kind == DEV_FAULT_TORN_WRITE && keep == 0)) {
+		atomic_fetch_add(&d->hits, 1);
 		/* Never reaches the device; completes in the next dev_reap. */
 		int64_t res = kind == DEV_FAULT_ERROR ? spec.err : 0;
 		if (dev_req_piece_end(r, 0, r->p.len, res))
@@ -302,6 +312,7 @@ static int fault_enqueue(dev_queue *bq, dev_req *r, int op)
 	if (s) {
 		q->free = s->next;
 	} else if (!(s = malloc(sizeof(*s)))) {
+		fault_uncount(d, op);
 		dev_req_cancel(bq, r);
 		return -ENOMEM;
 	}
@@ -322,9 +333,12 @@ static int fault_enqueue(dev_queue *bq, dev_req *r, int op)
 	if (rc) {
 		s->next = q->free;
 		q->free = s;
+		fault_uncount(d, op);
 		dev_req_cancel(bq, r);
 		return rc;
 	}
+	if (kind != DEV_FAULT_NONE)
+		atomic_fetch_add(&d->hits, 1);
 	return 0;
 }
 

@@ -277,7 +277,7 @@ static int mem_submit(dev_queue *bq)
 {
 	mem_queue *q = (mem_queue *)bq;
 	mem_dev *d = (mem_dev *)bq->dev;
-	dev_req *r = q->q_head;
+	dev_req *r = q->q_head, *tail = q->q_tail;
 	int n = (int)bq->unsubmitted;
 
 	if (!r)
@@ -295,9 +295,6 @@ static int mem_submit(dev_queue *bq)
 		return n;
 	}
 	/* One lock for the whole batch. */
-	dev_req *tail = r;
-	while (tail->p.next)
-		tail = tail->p.next;
 	pthread_mutex_lock(&d->lock);
 	if (d->work_tail)
 		d->work_tail->p.next = r;

@@ -293,8 +293,12 @@ static int uring_wait(dev_queue *bq, int min, int64_t timeout_ns)
 	struct io_uring_cqe *cqe;
 	int rc;
 
-	if (bq->done_head)
+	if (bq->done_head) {
+		/* Completions to deliver already: hand over what is queued, without waiting. */
+		if (bq->unsubmitted)
+			uring_submit(bq);
 		return 0;
+	}
 	if (min > (int)bq->pieces)
 		min = (int)bq->pieces;   /* never wait for completions that cannot come */
 	if (min <= 0 || (bq->unsubmitted == 0 && io_uring_cq_ready(&q->ring) >= (unsigned)min))

@@ -434,10 +434,15 @@ int dev_truncate_until(dev *d, uint64_t offset)
 				t->release(d, seg, h, true);
 		}
 	}
-	if (t->dirfd >= 0)
+	int rc = 0;
+	if (t->dirfd >= 0) {
 		dev_files_purge_below(t, until);
+		/* The removals must be durable: a reopen takes Begin from the lowest file left. */
+		if (fsync(t->dirfd) < 0)
+			rc = -errno;
+	}
 	pthread_mutex_unlock(&t->lock);
-	return 0;
+	return rc;
 }
 
 /* ---- segment files -------------------------------------------------------------------------- */

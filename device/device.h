@@ -250,7 +250,8 @@ static inline int dev_segment_remove(dev *d, uint64_t seg)
 }
 
 /* Remove every segment that lies wholly below offset (compaction / truncation of BeginAddress);
- * IO there fails with -ENOENT from then on, also after a reopen. 0 or -EINVAL. */
+ * IO there fails with -ENOENT from then on, also after a reopen (the removals are made durable: the
+ * directory is fsynced). 0, -EINVAL, or the -errno of that fsync. */
 int dev_truncate_until(dev *d, uint64_t offset);
 
 /* Create segment seg now (its file: open, fallocate, directory fsync), from a background thread,

@@ -34,7 +34,6 @@ enum {
 #define RESP_INLINE_MAX        (64 * 1024)          /* PROTO_INLINE_MAX_SIZE */
 #define RESP_MAX_BULK_DEFAULT  (512ULL * 1024 * 1024) /* proto-max-bulk-len */
 #define RESP_MAX_QUERYBUF_DEFAULT (1024ULL * 1024 * 1024) /* client-query-buffer-limit */
-#define RESP_MAX_MULTIBULK     (1024LL * 1024 * 1024) /* not used by the parser: as Redis 7, it rejects a count > INT_MAX */
 
 typedef struct resp_slice {
 	const char *ptr;
