@@ -139,10 +139,7 @@ void epoch_drain(epoch *e)
 
 void epoch_protect(epoch *e, int tid)
 {
-	/* seq_cst: the loads of markers and index entries that follow must not move above this store
-	 * (on x86 this is the one xchg of the protect). */
-	atomic_store(&e->table[tid].local, atomic_load(&e->current));
-	epoch_drain(e);
+	epoch_refresh(e, tid);
 }
 
 void epoch_unprotect(epoch *e, int tid)
@@ -153,6 +150,8 @@ void epoch_unprotect(epoch *e, int tid)
 
 void epoch_refresh(epoch *e, int tid)
 {
+	/* seq_cst: the loads of markers and index entries that follow must not move above this store
+	 * (on x86 this is the one xchg of the protect). */
 	atomic_store(&e->table[tid].local, atomic_load(&e->current));
 	epoch_drain(e);
 }

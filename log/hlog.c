@@ -336,11 +336,6 @@ static inline uint64_t tail_address(const hlog *l, uint64_t w)
 	return (tail_page(l, w) << l->page_bits) + SPW_MIN(tail_off(l, w), l->page_bytes);
 }
 
-static inline bool rec_expired(const log_rec *r, uint64_t info, int64_t now_ms)
-{
-	return (info & REC_HAS_EXPIRY) && rec_expire_at(r, info) < now_ms;
-}
-
 /* ---------------- record locks (info word) ---------------- */
 
 /* Wait until a reachable record is published (note 6); returns its info. */

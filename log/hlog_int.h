@@ -78,6 +78,11 @@ static inline int64_t rec_expire_at(const log_rec *r, uint64_t info)
 	return (info & REC_HAS_EXPIRY) ? *(const int64_t *)(r + 1) : HLOG_NO_EXPIRY;
 }
 
+static inline bool rec_expired(const log_rec *r, uint64_t info, int64_t now_ms)
+{
+	return (info & REC_HAS_EXPIRY) && rec_expire_at(r, info) < now_ms;
+}
+
 static inline uint64_t rec_size(const log_rec *r, uint64_t info)
 {
 	return rec_size_of(r->key_len, r->val_len, (info & REC_HAS_EXPIRY) != 0);

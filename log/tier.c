@@ -426,11 +426,10 @@ static int tier_ops_grow(hlog_session *s)
 	return 0;
 }
 
-static tier_op *tier_op_get(hlog_session *s, void *op_ctx)
+/* A new op for op_ctx, which has none (tier_op_find said so). */
+static tier_op *tier_op_new(hlog_session *s, void *op_ctx)
 {
-	tier_op *op = tier_op_find(s, op_ctx);
-	if (op)
-		return op;
+	tier_op *op;
 	if ((!s->t.ops || s->t.ops_count >= s->t.ops_mask + 1) && tier_ops_grow(s) < 0)
 		return NULL;
 	op = s->t.op_free;
@@ -445,6 +444,12 @@ static tier_op *tier_op_get(hlog_session *s, void *op_ctx)
 	s->t.ops[b] = op;
 	s->t.ops_count++;
 	return op;
+}
+
+static tier_op *tier_op_get(hlog_session *s, void *op_ctx)
+{
+	tier_op *op = tier_op_find(s, op_ctx);
+	return op ? op : tier_op_new(s, op_ctx);
 }
 
 static void tier_op_unlink(hlog_session *s, tier_op *op)
@@ -1003,7 +1008,7 @@ int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 		return HLOG_PENDING;
 	if (!s->t.q)
 		return -ENOTCONN;
-	if (!op && !(op = tier_op_get(s, s->t.op_ctx)))
+	if (!op && !(op = tier_op_new(s, s->t.op_ctx)))
 		return -ENOMEM;
 	tier_fetch *f = tier_fetch_new(s);
 	if (!f)
@@ -1012,8 +1017,7 @@ int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 		uint32_t cap = (uint32_t)SPW_MAX((size_t)TIER_KEY_MIN, k->len);
 		uint8_t *key = malloc(cap);
 		if (!key) {
-			f->next = s->t.fetch_free;
-			s->t.fetch_free = f;
+			tier_fetch_put(s, f);
 			return -ENOMEM;
 		}
 		free(f->key);
@@ -1426,7 +1430,7 @@ void tier_scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx)
 			if (!tier_seen_has(s, c, key, r->key_len, hash)) {
 				if (!tier_seen_add(s, c, key, r->key_len, hash) && !t->scan_err)
 					t->scan_err = -ENOMEM;
-				bool expired = (info & REC_HAS_EXPIRY) && *(const int64_t *)(r + 1) < s->now_ms;
+				bool expired = rec_expired(r, info, s->now_ms);
 				if (!(info & REC_TOMBSTONE) && !expired) {
 					hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
 					fn(ctx, key, r->key_len, &v);
