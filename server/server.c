@@ -327,7 +327,6 @@ static void client_create(worker *w, int fd, const struct sockaddr_storage *peer
 	c->self_op.c = c;
 	c->id = atomic_fetch_add_explicit(&g_srv.next_client_id, 1, memory_order_relaxed);
 	c->proto = 2;
-	c->cfg_version = atomic_load_explicit(&g_cfg_version, memory_order_relaxed);
 	lim.max_bulk_len = __atomic_load_n(&g_cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
 	lim.max_querybuf = __atomic_load_n(&g_cfg.querybuf_limit, __ATOMIC_RELAXED);
 	resp_parser_init(&c->parser, &lim);
@@ -1017,7 +1016,6 @@ static void worker_stop_begin(worker *w)
 		w->listen_fds[i] = -1;
 	}
 	w->nlisten = 0;
-	w->listen_fd = -1;
 	for (client *c = w->clients; c; c = c->next) {
 		c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 		pending_add(w, c);
@@ -1091,7 +1089,6 @@ static void worker_config_refresh(worker *w)
 	for (client *c = w->clients; c; c = c->next) {
 		c->parser.limits.max_bulk_len = bulk;
 		c->parser.limits.max_querybuf = qbuf;
-		c->cfg_version = v;
 	}
 	if (worker_has_timed_work(w) && w->next_cron_ms > w->now_ms + 1000)
 		w->next_cron_ms = w->now_ms + 1000;
@@ -1214,13 +1211,12 @@ void server_request_shutdown(void)
 {
 	/* Async-signal-safe: an atomic store and write()s. */
 	atomic_store(&g_srv.shutdown, 1);
-	for (int i = 0; i < g_srv.nworkers; i++)
-		if (g_srv.workers[i].wake_fd >= 0)
-			worker_poke(&g_srv.workers[i]);
+	server_wake_all();
 }
 
 void server_wake_all(void)
 {
+	/* Async-signal-safe too (server_request_shutdown): write()s only. */
 	for (int i = 0; i < g_srv.nworkers; i++)
 		if (g_srv.workers[i].wake_fd >= 0)
 			worker_poke(&g_srv.workers[i]);
@@ -1491,7 +1487,6 @@ static int listeners_setup(void)
 			        g_cfg.port);
 			return -EADDRNOTAVAIL;
 		}
-		w->listen_fd = w->listen_fds[0];
 	}
 	return 0;
 }
@@ -1502,7 +1497,6 @@ static int stats_alloc(worker_stats *s, int slots)
 	s->cmd_ticks = calloc((size_t)slots, sizeof(uint64_t));
 	s->cmd_failed = calloc((size_t)slots, sizeof(uint64_t));
 	s->cmd_rejected = calloc((size_t)slots, sizeof(uint64_t));
-	s->cmd_usec = NULL;
 	return s->cmd_calls && s->cmd_ticks && s->cmd_failed && s->cmd_rejected ? 0 : -ENOMEM;
 }
 
@@ -1526,7 +1520,6 @@ static int workers_create(void)
 		w->idx = i;
 		w->epfd = -1;
 		w->wake_fd = -1;
-		w->listen_fd = -1;
 		w->io_fd = -1;
 		for (int k = 0; k < MAX_BIND; k++)
 			w->listen_fds[k] = -1;

@@ -126,7 +126,6 @@ struct client {
 	uint64_t id;
 	worker *w;
 	int proto;                    /* 2 or 3; also out.proto */
-	int db;                       /* always 0 */
 	resp_parser parser;
 	char *rbuf;                   /* read buffer; [rpos, rlen) unparsed */
 	size_t rlen, rpos, rcap;
@@ -145,7 +144,6 @@ struct client {
 	bool in_pending;
 	uint32_t ev;                  /* events registered with epoll (EPOLLIN/EPOLLOUT) */
 	_Atomic bool kill_mark;       /* CLIENT KILL from another worker: the owner closes it */
-	uint32_t cfg_version;         /* g_cfg_version its parser limits were taken from */
 	/* Storage tier (server.c notes 11-13). */
 	client *resume_next;          /* worker's list of clients whose device reads are done */
 	bool in_resume;               /* on that list */
@@ -179,7 +177,6 @@ typedef struct worker_stats {
 	uint64_t errors;              /* total_error_replies */
 	uint64_t busy_ns;             /* time spent not sleeping */
 	uint64_t *cmd_calls;          /* per command index: calls */
-	uint64_t *cmd_usec;           /* unused (NULL): time is kept in ticks, see cmd_ticks */
 	uint64_t *cmd_failed;         /* per command index: calls that replied with an error */
 	uint64_t *cmd_ticks;          /* per command index: server_ticks() spent (see server_ticks) */
 	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
@@ -195,7 +192,6 @@ typedef struct worker_stats {
 struct worker {
 	int idx;
 	int epfd;
-	int listen_fd;
 	int wake_fd;                  /* eventfd: shutdown and CLIENT KILL from other threads */
 	hlog_session *sess;
 	client *clients;              /* all clients of this worker */
@@ -209,7 +205,7 @@ struct worker {
 	worker_stats stats;
 	_Atomic int kill_pending;     /* another thread asked us to look for CLIENT KILL marks */
 	/* Added by server.c: */
-	int listen_fds[4];            /* one per --bind address; listen_fd == listen_fds[0] */
+	int listen_fds[4];            /* one per --bind address */
 	int nlisten;
 	pthread_t thread;
 	pthread_mutex_t clients_lock; /* guards the client LIST (not the clients' fields): taken by the
