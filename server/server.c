@@ -591,9 +591,10 @@ static void client_sg_extend(worker *w, client *c)
 }
 
 /* The store's ready callback (inside hlog_session_poll, on this worker's thread): every read of
- * op_ctx is done. Only links the client; worker_resume runs it after the poll returns. A slot's
- * reads done before its client reached it are kept for when it runs; the client's own op ready
- * while it waits on a slot belongs to a command that failed after queuing reads: forgotten. */
+ * op_ctx is done. Links the client only when it is parked on that op; worker_resume runs it after
+ * the poll returns. A slot's reads done before its client reached it are kept for when it runs;
+ * the client's own op ready while the client does not wait on it belongs to a command that failed
+ * after queuing reads: forgotten at once. */
 static void worker_op_ready(void *cb_arg, void *op_ctx)
 {
 	worker *w = cb_arg;
@@ -601,13 +602,11 @@ static void worker_op_ready(void *cb_arg, void *op_ctx)
 	client *c = op ? op->c : NULL;
 	if (!c || c->in_resume)
 		return;
-	if (c->io_wait && c->park_op != op) {
+	if (!c->io_wait || c->park_op != op) {
 		if (op == &c->self_op)
 			hlog_session_release(w->sess, op);
 		return;
 	}
-	if (!c->io_wait && op != &c->self_op)
-		return;
 	c->in_resume = true;
 	c->resume_next = NULL;
 	if (w->resume_tail)
@@ -627,19 +626,11 @@ static void worker_resume(worker *w)
 		client *next = c->resume_next;
 		c->resume_next = NULL;
 		c->in_resume = false;
-		if (c->io_wait) {
-			c->io_wait = false;
-			w->nparked--;
-		}
-		if (!(c->flags & CLIENT_PARKED)) {
-			/* Reads nobody waits for (a command that failed after queuing some): let the store
-			 * forget them. */
-			client_op_done(w, c);
-		} else {
-			c->flags &= ~CLIENT_PARKED;
-			pending_add(w, c);   /* EPOLLIN comes back in pending_flush */
-			client_process_input(w, c);
-		}
+		c->io_wait = false;   /* worker_op_ready links parked clients only */
+		w->nparked--;
+		c->flags &= ~CLIENT_PARKED;
+		pending_add(w, c);   /* EPOLLIN comes back in pending_flush */
+		client_process_input(w, c);
 		c = next;
 	}
 }
