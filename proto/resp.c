@@ -188,9 +188,8 @@ void resp_parser_init(resp_parser *p, const resp_limits *limits)
 static void resp_parser_free_args(resp_parser *p)
 {
 	free(p->arg_off);
-	free(p->arg_len);
 	free(p->argv);
-	p->arg_off = p->arg_len = NULL;
+	p->arg_off = NULL;
 	p->argv = NULL;
 	p->argv_cap = 0;
 }
@@ -226,11 +225,11 @@ const char *resp_parser_error(const resp_parser *p)
 	return p->error ? p->error : "";
 }
 
-/* Make room for one more argument in all three arrays (they share argv_cap). -ENOMEM or 0. */
+/* Make room for one more argument in both arrays (they share argv_cap). -ENOMEM or 0. */
 static int resp_parser_grow(resp_parser *p)
 {
 	int cap = p->argv_cap ? p->argv_cap * 2 : RESP_ARGV_INIT;
-	size_t *off, *len;
+	size_t *off;
 	resp_slice *argv;
 
 	if (p->argv_cap > INT_MAX / 2)
@@ -239,10 +238,6 @@ static int resp_parser_grow(resp_parser *p)
 	if (!off)
 		return -ENOMEM;
 	p->arg_off = off;
-	len = realloc(p->arg_len, (size_t)cap * sizeof(*len));
-	if (!len)
-		return -ENOMEM;
-	p->arg_len = len;
 	argv = realloc(p->argv, (size_t)cap * sizeof(*argv));
 	if (!argv)
 		return -ENOMEM;
@@ -381,18 +376,16 @@ static int resp_parse_multibulk(resp_parser *p, const char *b, size_t n, size_t 
 		if (RESP_UNLIKELY(argc == p->argv_cap) && resp_parser_grow(p) < 0)
 			return -ENOMEM;
 		p->arg_off[argc] = pos;
-		p->arg_len[argc] = (size_t)bulk;
+		p->argv[argc].len = (size_t)bulk;   /* a length survives the buffer moving; ptr is set last */
 		argc++;
 		pos += need;
 		state = RESP_ST_BULK_HDR;
 	}
 
 	resp_slice *argv = p->argv;
-	const size_t *off = p->arg_off, *len = p->arg_len;
-	for (int i = 0; i < argc; i++) {
+	const size_t *off = p->arg_off;
+	for (int i = 0; i < argc; i++)
 		argv[i].ptr = b + off[i];
-		argv[i].len = len[i];
-	}
 	p->argc = argc;
 	req->argc = argc;
 	*used = pos;

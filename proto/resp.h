@@ -56,8 +56,8 @@ typedef struct resp_parser {
 	size_t scan;             /* inline: bytes of the line already searched for '\n' */
 	int argc;
 	int argv_cap;
-	size_t *arg_off;         /* per argument: offset from buf and length; turned into slices */
-	size_t *arg_len;
+	size_t *arg_off;         /* per argument: offset from buf (its length is already in argv);
+	                          * turned into slices when the request is complete */
 	resp_slice *argv;        /* slices for the last complete request */
 	char *inline_buf;        /* inline requests with quotes are unescaped here */
 	size_t inline_cap;
