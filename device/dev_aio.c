@@ -200,7 +200,9 @@ static int aio_submit(dev_queue *bq)
 		} else {
 			/* The first iocb was refused (a bad fd, an unsupported op): it fails alone, with the
 			 * kernel's error, through the done list; the others go on. */
-			dev_tag_complete_later(bq, (uintptr_t)q->iocbs[0].data, rc);
+			dev_req *done = dev_tag_end(bq, (uintptr_t)q->iocbs[0].data, rc);
+			if (done)   /* to the done list: dev_submit runs no callbacks */
+				dev_queue_done_push(bq, done);
 			aio_queue_shift(q, 1);
 		}
 	}

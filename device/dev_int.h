@@ -203,8 +203,9 @@ static inline void dev_queue_done_push(dev_queue *q, dev_req *r)
 /* Run up to max callbacks from the done list. Returns how many ran. */
 int dev_queue_done_run(dev_queue *q, int max);
 
-/* A kernel completion for tag with result res: account the piece, run the callback when last. */
-static inline void dev_tag_complete(dev_queue *q, uintptr_t tag, int64_t res)
+/* A kernel completion for tag with result res: account the piece; the request when this was its
+ * last piece, else NULL. */
+static inline dev_req *dev_tag_end(dev_queue *q, uintptr_t tag, int64_t res)
 {
 	dev_req *r;
 	uint64_t rel, len;
@@ -221,31 +222,15 @@ static inline void dev_tag_complete(dev_queue *q, uintptr_t tag, int64_t res)
 		p->next = q->piece_free;
 		q->piece_free = p;
 	}
-	if (dev_req_piece_end(r, rel, len, res))
-		dev_req_finish(q, r);
+	return dev_req_piece_end(r, rel, len, res) ? r : NULL;
 }
 
-/* As dev_tag_complete, but a finished request goes to the done list (for paths that must not run
- * callbacks, such as dev_submit). */
-static inline void dev_tag_complete_later(dev_queue *q, uintptr_t tag, int64_t res)
+/* dev_tag_end, and the request's callback runs when it is done. */
+static inline void dev_tag_complete(dev_queue *q, uintptr_t tag, int64_t res)
 {
-	dev_req *r;
-	uint64_t rel, len;
-	q->pieces--;
-	if (!(tag & DEV_TAG_PIECE)) {
-		r = (dev_req *)tag;
-		rel = 0;
-		len = r->p.len;
-	} else {
-		dev_piece *p = (dev_piece *)(tag & ~(uintptr_t)DEV_TAG_PIECE);
-		r = p->req;
-		rel = p->rel;
-		len = p->len;
-		p->next = q->piece_free;
-		q->piece_free = p;
-	}
-	if (dev_req_piece_end(r, rel, len, res))
-		dev_queue_done_push(q, r);
+	dev_req *r = dev_tag_end(q, tag, res);
+	if (r)
+		dev_req_finish(q, r);
 }
 
 /* Copy the bytes [skip, skip+len) of an iovec array as a new array in out (<= DEV_IOV_MAX). */
