@@ -20,6 +20,8 @@
 # CPU figures have the kernel's tick resolution (CLK_TCK, usually 10 ms): use N >= 1000000 for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 
 N=${N:-1000000}
 ROUNDS=${ROUNDS:-3}
@@ -54,18 +56,6 @@ trap cleanup EXIT
 
 # A loopback port nothing listens on right now (another process could still take it: the start is
 # checked with PING below).
-free_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	echo "bench-redis.sh: no free port found" >&2
-	return 1
-}
 
 # start NAME KIND: start a server of KIND (redis|spillway) in the background; sets PORT_<NAME>, PID_<NAME>.
 start() {

@@ -36,6 +36,8 @@
 # SPW_FLAGS (extra server flags) KEEP (0: remove DIR's data at the end) FIO_ONLY (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 
 DIR=${1:-/tmp/spw-fiocmp}
 MEMORY=${MEMORY:-16m}
@@ -107,17 +109,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free loopback port found"
-}
 
 info_field() { redis-cli -h 127.0.0.1 -p "$PORT" INFO store | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 

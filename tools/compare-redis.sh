@@ -28,6 +28,8 @@
 # same machine, so on a small machine compare the ratios, not the absolute numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-3}
@@ -61,17 +63,6 @@ cleanup() {
 trap cleanup EXIT
 
 # A loopback port nothing listens on right now (the start below is checked with PING anyway).
-free_port() {
-	local p
-	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free loopback port found"
-}
 
 declare -A PORT PID LABEL
 # start NAME KIND LABEL [FLAGS...]: start a server in the background and wait for PONG.

@@ -19,6 +19,8 @@
 # RUNTIME (3 s) STORES ("native localmemory memory") SPW_BIN BENCH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 
 DIR=${1:-/tmp/spw-sweep}
 DBSIZE=${DBSIZE:-6765007}
@@ -48,14 +50,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-	done
-	die "no free loopback port found"
-}
 
 KEYS=(--dbsize "$DBSIZE" --keylength "$KEYLEN" --valuelength "$VALLEN")
 : >"$work/rows"
@@ -66,15 +60,11 @@ sweep() {
 	shift
 	rm -rf "$DIR/store"
 	mkdir -p "$DIR/store"
-	PORT=$(free_port)
+	PORT=$(free_port) || die "no free loopback port"
 	"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --dir "$DIR/store" --logdir "$DIR/store" "$@" \
 		>"$work/server.log" 2>&1 &
 	SPW_PID=$!
-	for _ in $(seq 1 200); do
-		[ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = PONG ] && break
-		kill -0 "$SPW_PID" 2>/dev/null || { cat "$work/server.log" >&2; die "$store: the server did not start"; }
-		sleep 0.05
-	done
+	wait_pong "$PORT" "$SPW_PID" || { cat "$work/server.log" >&2; die "$store: the server did not start"; }
 	echo "sweep-sg.sh: $store: loading $DBSIZE keys" >&2
 	"$BENCH" --port "$PORT" "${KEYS[@]}" -t 2 --runtime 0 --quiet >"$work/load.out" 2>&1 ||
 		{ cat "$work/load.out" >&2; die "$store: loading failed"; }

@@ -13,6 +13,8 @@
 # PAGE (256k) INDEX (64m) BATCH (64) RUNTIME (4) SG ("yes yes no") SPW_BIN BENCH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 
 DIR=${1:-/tmp/spw-syscalls}
 BACKEND=${BACKEND:-uring}
@@ -41,17 +43,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PORT=$((30000 + RANDOM % 30000))
+PORT=$(free_port) || die "no free loopback port"
 mkdir -p "$DIR"
 "$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --storage-tier yes --memory "$MEMORY" --page "$PAGE" \
 	--index "$INDEX" --logdir "$DIR" --dir "$DIR" --device-type native --device-io-backend "$BACKEND" \
 	>"$work/server.log" 2>&1 &
 SPW_PID=$!
-for _ in $(seq 1 200); do
-	[ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = PONG ] && break
-	kill -0 "$SPW_PID" 2>/dev/null || { cat "$work/server.log" >&2; die "the server did not start"; }
-	sleep 0.05
-done
+wait_pong "$PORT" "$SPW_PID" || { cat "$work/server.log" >&2; die "the server did not start"; }
 KEYS=(--dbsize "$DBSIZE" --keylength "$KEYLEN" --valuelength "$VALLEN")
 "$BENCH" --port "$PORT" "${KEYS[@]}" -t 2 --runtime 0 --quiet >/dev/null 2>&1 || die "loading failed"
 
