@@ -67,7 +67,10 @@
  *     callbacks. A worker sleeps (epoll timeout -1) only when nothing is left to submit and no
  *     client is ready to resume; while clients are parked and the session has nothing in flight
  *     (reads refused by the device's throttle, a flush another session must finish) it sleeps at
- *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost.
+ *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost; while
+ *     they wait on its own reads it sleeps at most TIER_PARKED_SLEEP_MS: the device's fd normally
+ *     wakes it long before, and should a signal ever be missed (one stall of this kind was seen
+ *     once under ASan with 4 workers, cause not found), a parked client waits 10 ms, not forever.
  *     Completions are reaped only by the worker that queued the reads (its own queue). A poll
  *     that handled completions while clients stay parked is followed by another (a few per pass,
  *     then the next pass does not sleep): the poll refills freed throttle slots from the store's
@@ -168,6 +171,7 @@ server_state g_srv;
 #define LISTEN_BACKLOG      511
 #define MAX_BIND            ((int)SPW_ARRAY_LEN(((worker *)0)->listen_fds))
 #define TIER_TICK_MS        1             /* longest sleep while parked clients wait on others */
+#define TIER_PARKED_SLEEP_MS 10           /* longest sleep while parked clients wait on own reads */
 #define TIER_POLL_ROUNDS    4             /* poll/resume rounds per pass before yielding to epoll */
 #define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
 #define SG_LOOKAHEAD_KEYS   1024          /* keys a client's look-ahead holds prefetched at most (note 14) */
@@ -1059,6 +1063,8 @@ static int worker_timeout(worker *w)
 			return 0;   /* reads to submit or clients to resume: do not sleep (note 11) */
 		if (w->nparked && hlog_session_inflight(w->sess) == 0)
 			return TIER_TICK_MS;
+		if (w->nparked)
+			return TIER_PARKED_SLEEP_MS;   /* the device fd wakes it first; a lost wake-up costs this */
 	}
 	if (w->stopping)
 		return 50;
