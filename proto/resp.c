@@ -251,7 +251,7 @@ static int resp_parser_fail(resp_parser *p, const char *msg)
 	p->error = msg;
 	p->state = RESP_ST_ERROR;
 	p->hint = 0;
-	return RESP_EPROTO;
+	return msg == resp_err_querybuf ? RESP_EQUERYBUF : RESP_EPROTO;
 }
 
 /* Header line results. */
@@ -583,7 +583,7 @@ int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *cons
 
 	if (RESP_UNLIKELY(p->state == RESP_ST_ERROR)) {
 		*consumed = 0;
-		return RESP_EPROTO;
+		return p->error == resp_err_querybuf ? RESP_EQUERYBUF : RESP_EPROTO;
 	}
 	if (p->state == RESP_ST_IDLE && RESP_UNLIKELY(p->argv_cap > RESP_ARGV_KEEP))
 		resp_parser_free_args(p);   /* note 6: the last request's argv is no longer in use */

@@ -28,6 +28,7 @@ enum {
 	RESP_OK = 0,
 	RESP_INCOMPLETE = 1,
 	RESP_EPROTO = -71,  /* -EPROTO: protocol error; resp_parser_error() has Redis's text */
+	RESP_EQUERYBUF = -105, /* -ENOBUFS: the request in progress passed limits.max_querybuf */
 };
 
 /* Redis's defaults (src/server.h). */
@@ -88,9 +89,9 @@ void resp_parser_reset(resp_parser *p);
  * closing the connection; the parser then stays in error until resp_parser_reset().
  *
  * One exception, as Redis: when the request in progress needs more than limits.max_querybuf bytes
- * (what arrived so far, or what a bulk length announces), the result is RESP_EPROTO with the text
- * "query buffer limit reached", which does NOT start with "Protocol error": log it and close the
- * connection without a reply. -ENOMEM when the argument arrays cannot grow.
+ * (what arrived so far, or what a bulk length announces), the result is RESP_EQUERYBUF, with the
+ * text "query buffer limit reached" in resp_parser_error(): log it and close the connection without
+ * a reply. The parser stays in error as after RESP_EPROTO. -ENOMEM when the argument arrays cannot grow.
  */
 int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *consumed /* out */,
                        resp_request *req /* out */);

@@ -830,17 +830,15 @@ static void client_process_input(worker *w, client *c)
 			break;
 		if (rc == RESP_EPROTO) {
 			const char *msg = resp_parser_error(&c->parser);
-			if (!strncmp(msg, "Protocol error", 14)) {
-				spw_log(SPW_LOG_VERBOSE, 0, "%s from client: id=%llu addr=%s", msg,
-				        (unsigned long long)c->id, c->addr);
-				reply_errorf(c, "ERR %s", msg);
-				c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-			} else {
-				spw_log(SPW_LOG_WARNING, 0, "Closing client that reached max query buffer length: "
-				        "id=%llu addr=%s (%s, qbuf=%zu)", (unsigned long long)c->id, c->addr, msg,
-				        c->rlen - c->rpos);
-				client_close_async(c);
-			}
+			spw_log(SPW_LOG_VERBOSE, 0, "%s from client: id=%llu addr=%s", msg,
+			        (unsigned long long)c->id, c->addr);
+			reply_errorf(c, "ERR %s", msg);
+			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+		} else if (rc == RESP_EQUERYBUF) {
+			spw_log(SPW_LOG_WARNING, 0, "Closing client that reached max query buffer length: "
+			        "id=%llu addr=%s (%s, qbuf=%zu)", (unsigned long long)c->id, c->addr,
+			        resp_parser_error(&c->parser), c->rlen - c->rpos);
+			client_close_async(c);
 		} else {
 			spw_log(SPW_LOG_WARNING, -rc, "Closing client id=%llu addr=%s: parser",
 			        (unsigned long long)c->id, c->addr);

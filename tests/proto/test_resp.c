@@ -644,7 +644,7 @@ static void test_parser_closes_silently_past_the_query_buffer_limit(void **state
 
 	/* A bulk that announces more than the limit: refused before its bytes arrive. */
 	log = parse_all("*2\r\n$3\r\nSET\r\n$990\r\n", 19, &lim, &rc, err, sizeof(err));
-	assert_int_equal(rc, RESP_EPROTO);
+	assert_int_equal(rc, RESP_EQUERYBUF);
 	assert_string_equal(err, "query buffer limit reached");
 	assert_null(strstr(err, "Protocol error"));
 	free(log);
@@ -654,14 +654,14 @@ static void test_parser_closes_silently_past_the_query_buffer_limit(void **state
 	while (n + 7 < sizeof(big))
 		n += (size_t)snprintf(big + n, sizeof(big) - n, "$1\r\nx\r\n");
 	log = parse_all(big, n, &lim, &rc, err, sizeof(err));
-	assert_int_equal(rc, RESP_EPROTO);
+	assert_int_equal(rc, RESP_EQUERYBUF);
 	assert_string_equal(err, "query buffer limit reached");
 	free(log);
 
 	/* An inline line past the limit (but within 64 KiB). */
 	memset(big, 'a', sizeof(big));
 	log = parse_all(big, 1001, &lim, &rc, err, sizeof(err));
-	assert_int_equal(rc, RESP_EPROTO);
+	assert_int_equal(rc, RESP_EQUERYBUF);
 	assert_string_equal(err, "query buffer limit reached");
 	free(log);
 
