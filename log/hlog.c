@@ -913,7 +913,7 @@ static void log_count(hlog_session *s, int st, uint64_t old_info, int action, bo
 	if (nexp != old_exp)
 		ctr_add_signed(&s->expires, nexp - old_exp);
 	if (st == ST_EXPIRED)
-		ctr_add(&s->expired, 1);
+		ctr_add(&s->expired_keys, 1);
 }
 
 static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool in_place)
@@ -1029,7 +1029,7 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 			if (!wr) {
 				info |= REC_TOMBSTONE;
 				log_count(s, st, info, plan.action, false);
-				ctr_add(&s->inplace, 1);
+				ctr_add(&s->inplace_updates, 1);
 				rec_unlock_excl(r, info);
 				return result;
 			}
@@ -1042,7 +1042,7 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 				if (new_exp)
 					*(int64_t *)(r + 1) = plan.expire_ms;
 				info &= ~REC_TOMBSTONE;
-				ctr_add(&s->inplace, 1);
+				ctr_add(&s->inplace_updates, 1);
 				rec_unlock_excl(r, info);
 				return result;
 			}
@@ -1079,7 +1079,7 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 				return rc;
 			}
 			if (na == SPW_E_LOG_FULL)
-				ctr_add(&s->log_full, 1);
+				ctr_add(&s->log_full_errors, 1);
 			return lazy ? result : (int)na;
 		}
 		log_rec *n = hlog_rec_at(l, (uint64_t)na);
@@ -1108,7 +1108,7 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 		/* A flush that overtook us made the new version invisible: it must not be counted. */
 		if ((uint64_t)na >= load_acq(&l->begin))
 			log_count(s, st, info, plan.action, new_exp);
-		ctr_add(a ? &s->rcu : &s->appends, 1);
+		ctr_add(a ? &s->rcu_updates : &s->appends, 1);
 		return result;
 
 unlock_return:
@@ -1287,38 +1287,19 @@ void hlog_info_get(hlog *l, hlog_info *out)
 	out->store_error = atomic_load(&l->error);
 	for (int i = 0; i < l->max_sessions; i++) {
 		hlog_session *s = &l->sessions[i];
-#define SUM(field, ctr) out->field += atomic_load_explicit(&s->ctr, memory_order_relaxed)
-		SUM(inplace_updates, inplace);
-		SUM(rcu_updates, rcu);
-		SUM(appends, appends);
-		SUM(log_full_errors, log_full);
-		SUM(retries, retries);
-		SUM(expired_keys, expired);
-		SUM(flush_writes, flush_writes);
-		SUM(flush_bytes, flush_bytes);
-		SUM(flush_waits, flush_waits);
-		SUM(pending_reads, pend_reads);
-		SUM(pending_found, pend_found);
-		SUM(pending_notfound, pend_notfound);
-		SUM(pending_errors, pend_errors);
-		SUM(pending_hits, pend_hits);
-		SUM(device_reads, dev_reads);
-		SUM(device_read_bytes, dev_read_bytes);
-		SUM(second_reads, second_reads);
-		SUM(chain_reads, chain_reads);
-		SUM(scan_reads, scan_reads);
-		SUM(io_buffer_bytes, buf_bytes);
-		SUM(device_submits, dev_submits);
-		SUM(ios_submitted, ios_submitted);
-		SUM(merged_reads, merged_reads);
-		SUM(vectored_reads, vectored_reads);
-		SUM(dedup_hits, dedup_hits);
-		SUM(queue_depth_sum, qdepth_sum);
-#undef SUM
-		out->queue_depth_max = SPW_MAX(out->queue_depth_max,
-		                               atomic_load_explicit(&s->qdepth_max, memory_order_relaxed));
+#define HLOG_CTR_SUM_UP(f, kind, info, doc) {                                              \
+			uint64_t v = atomic_load_explicit(&s->f, memory_order_relaxed);         \
+			out->f = (kind) == HLOG_CTR_MAX ? SPW_MAX(out->f, v) : out->f + v;     \
+		}
+		HLOG_COUNTERS(HLOG_CTR_SUM_UP)
+#undef HLOG_CTR_SUM_UP
 	}
 }
+
+#define HLOG_CTR_DEF(f, k, i, d) { .field = #f, .info = i, .doc = d, .kind = k, .off = offsetof(hlog_info, f) },
+const hlog_counter_def hlog_counter_defs[] = { HLOG_COUNTERS(HLOG_CTR_DEF) { 0 } };
+#undef HLOG_CTR_DEF
+const unsigned hlog_counter_count = sizeof(hlog_counter_defs) / sizeof(hlog_counter_defs[0]) - 1;
 
 uint64_t hlog_max_record_payload(hlog *l)
 {

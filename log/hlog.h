@@ -208,43 +208,67 @@ uint64_t hlog_expires_count(hlog *l);
 /* Remove every key: BeginAddress moves to the tail and the index forgets older entries. */
 int hlog_flush_all(hlog_session *s);
 
+/*
+ * The store's counters, declared once. X(field, kind, info, doc):
+ *   field  the name in each session (written only by its thread) and in hlog_info (the sum);
+ *   kind   HLOG_CTR_SUM (added over the sessions) or HLOG_CTR_MAX (the largest session's);
+ *   info   the INFO field it is printed as ("tier_..." in # Stats, server/info.c), or NULL when
+ *          INFO shows it another way or not at all;
+ *   doc    what it counts.
+ * A new counter is one line here plus its ctr_add in log/: the session field, the sum in
+ * hlog_info_get, hlog_counter_defs and the INFO line all come from this table.
+ */
+enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
+#define HLOG_COUNTERS(X) \
+	X(inplace_updates,   HLOG_CTR_SUM, NULL, "updates done in place in the mutable region") \
+	X(rcu_updates,       HLOG_CTR_SUM, NULL, "updates that copied a record to the tail") \
+	X(appends,           HLOG_CTR_SUM, NULL, "records appended for a new key or a tombstone") \
+	X(log_full_errors,   HLOG_CTR_SUM, NULL, "writes refused: the memory region was full") \
+	X(retries,           HLOG_CTR_SUM, NULL, "operations restarted after an epoch action") \
+	X(expired_keys,      HLOG_CTR_SUM, NULL, "expired keys removed lazily (INFO expired_keys)") \
+	X(pending_reads,     HLOG_CTR_SUM, "tier_pending_reads", "operations that went pending on a device read (fetches started)") \
+	X(pending_found,     HLOG_CTR_SUM, "tier_pending_found", "fetches that found a live record") \
+	X(pending_notfound,  HLOG_CTR_SUM, "tier_pending_notfound", "fetches that found no record, or a tombstone") \
+	X(pending_errors,    HLOG_CTR_SUM, "tier_pending_errors", "fetches that failed (the operation got the error)") \
+	X(pending_hits,      HLOG_CTR_SUM, "tier_pending_hits", "re-runs served from the fetch cache") \
+	X(device_reads,      HLOG_CTR_SUM, "tier_device_reads", "read requests (all kinds) that went to the device; a merged read counts once") \
+	X(device_read_bytes, HLOG_CTR_SUM, "tier_device_read_bytes", "bytes those reads asked for") \
+	X(second_reads,      HLOG_CTR_SUM, "tier_second_reads", "re-reads of a record longer than the first read") \
+	X(chain_reads,       HLOG_CTR_SUM, "tier_chain_walk_reads", "reads of an older record of a shared chain (tag collisions)") \
+	X(scan_reads,        HLOG_CTR_SUM, "tier_scan_reads", "records read by hlog_scan (blocking)") \
+	X(flush_writes,      HLOG_CTR_SUM, "tier_flush_writes", "page write requests") \
+	X(flush_bytes,       HLOG_CTR_SUM, "tier_flush_bytes", "bytes of those writes") \
+	X(flush_waits,       HLOG_CTR_SUM, "tier_flush_waits", "writes that found no free frame until a page write finished") \
+	X(device_submits,    HLOG_CTR_SUM, "tier_device_submits", "dev_submit calls that handed >= 1 IO to the device") \
+	X(ios_submitted,     HLOG_CTR_SUM, "tier_ios_submitted", "IOs (reads and page writes, segment pieces) those calls handed over") \
+	X(merged_reads,      HLOG_CTR_SUM, "tier_merged_reads", "record reads folded into a neighbour's device read (one request of at most 64 KiB)") \
+	X(vectored_reads,    HLOG_CTR_SUM, "tier_vectored_reads", "merged device reads that went out vectored, straight into each record's buffer") \
+	X(dedup_hits,        HLOG_CTR_SUM, "tier_dedup_hits", "record reads served by an identical read already queued or in flight") \
+	X(queue_depth_sum,   HLOG_CTR_SUM, NULL, "requests in flight on the submitting queue after each submission (INFO tier_queue_depth_mean)") \
+	X(queue_depth_max,   HLOG_CTR_MAX, "tier_queue_depth_max", "the largest of those") \
+	X(io_buffer_bytes,   HLOG_CTR_SUM, NULL, "read buffers the sessions hold, pooled or in use (a gauge; INFO # Memory)")
+
+/* One row of HLOG_COUNTERS for whoever lists them (INFO, later metrics): off is the field's offset
+ * in hlog_info. hlog_counter_defs[hlog_counter_count] ends with a zeroed row. */
+typedef struct hlog_counter_def {
+	const char *field, *info, *doc;
+	int kind;
+	size_t off;
+} hlog_counter_def;
+extern const hlog_counter_def hlog_counter_defs[];
+extern const unsigned hlog_counter_count;
+
+/* Scatter-gather reads (log/readq.c): reads a poll queues are merged and shared before they go out,
+ * so device_reads + merged_reads + dedup_hits = record reads asked for; reads per submission =
+ * device_reads / device_submits; mean queue depth = queue_depth_sum / device_submits. */
+#define HLOG_CTR_FIELD(field, kind, info, doc) uint64_t field;
 typedef struct hlog_info {
 	uint64_t begin, head, safe_read_only, read_only, flushed_until, tail;
 	uint64_t page_bytes, max_pages, allocated_pages, memory_bytes;
 	hidx_stats index;
 	uint64_t keys, expires;
-	uint64_t inplace_updates, rcu_updates, appends, log_full_errors, retries;
-	uint64_t expired_keys;    /* expired keys removed lazily by the store (INFO expired_keys) */
-	/* Storage tier (all 0 without a device). */
 	int store_error;          /* 0, or the error of the failed page write (sticky: writes refused) */
-	uint64_t flush_writes;    /* page write requests, and their bytes */
-	uint64_t flush_bytes;
-	uint64_t flush_waits;     /* writes that found no free frame until a page write finished */
-	uint64_t pending_reads;   /* operations that went pending on a device read (fetches started) */
-	uint64_t pending_found;   /* fetches that found a live record */
-	uint64_t pending_notfound;/* fetches that found no record, or a tombstone */
-	uint64_t pending_errors;  /* fetches that failed (the operation got the error) */
-	uint64_t pending_hits;    /* re-runs served from the fetch cache */
-	uint64_t device_reads;    /* read requests (all kinds) that went to the device (a merged read
-	                           * counts once), and bytes read */
-	uint64_t device_read_bytes;
-	uint64_t second_reads;    /* re-reads of a record longer than the first read */
-	uint64_t chain_reads;     /* reads of an older record of a shared chain (tag collisions) */
-	uint64_t scan_reads;      /* records read by hlog_scan (blocking) */
-	uint64_t io_buffer_bytes; /* read buffers held by the sessions (pooled or in use) */
-	/* Scatter-gather reads (hlog.c note 21). Reads a poll queues are merged and shared before they
-	 * go out: device_reads + merged_reads + dedup_hits = record reads asked for. */
-	uint64_t device_submits;  /* dev_submit calls that handed >= 1 IO to the device */
-	uint64_t ios_submitted;   /* IOs (reads and page writes, segment pieces) those calls handed over;
-	                           * reads per submission = device_reads / device_submits */
-	uint64_t merged_reads;    /* record reads folded into a neighbour's device read (same or
-	                           * adjacent sectors, one request of at most 64 KiB) */
-	uint64_t vectored_reads;  /* merged device reads that went out vectored (preadv-style, straight
-	                           * into each record's buffer; the others read into one buffer and copy) */
-	uint64_t dedup_hits;      /* record reads served by an identical read already queued or in flight */
-	uint64_t queue_depth_sum; /* requests in flight on the submitting queue after each submission:
-	                           * mean queue depth = queue_depth_sum / device_submits */
-	uint64_t queue_depth_max; /* the largest of those (max over the sessions) */
+	HLOG_COUNTERS(HLOG_CTR_FIELD)   /* all 0 without a device but the first six */
 } hlog_info;
 void hlog_info_get(hlog *l, hlog_info *out /* out */);
 

@@ -184,15 +184,12 @@ struct hlog_session {
 	int64_t now_ms;
 	_Atomic int in_use;
 	/* Counters: written only by the owning thread (relaxed load + store, no locked instruction),
-	 * read by anyone summing them. keys/expires are deltas; see hlog_key_count(). */
+	 * read by anyone summing them. keys/expires are deltas; see hlog_key_count(). The rest are
+	 * HLOG_COUNTERS (hlog.h), by the same names as in hlog_info. */
 	_Atomic int64_t keys, expires;
-	_Atomic uint64_t inplace, rcu, appends, log_full, retries, expired;
-	/* Storage tier counters (same rule). */
-	_Atomic uint64_t flush_waits, flush_writes, flush_bytes;
-	_Atomic uint64_t pend_reads, pend_found, pend_notfound, pend_errors, pend_hits;
-	_Atomic uint64_t dev_reads, dev_read_bytes, second_reads, chain_reads, scan_reads;
-	_Atomic uint64_t buf_bytes;        /* read buffers this session holds (pooled or in use) */
-	_Atomic uint64_t dev_submits, ios_submitted, merged_reads, vectored_reads, dedup_hits, qdepth_sum, qdepth_max;
+#define HLOG_CTR_SESSION_FIELD(field, kind, info, doc) _Atomic uint64_t field;
+	HLOG_COUNTERS(HLOG_CTR_SESSION_FIELD)
+#undef HLOG_CTR_SESSION_FIELD
 	/* Read by other threads that signal this session's fd (tier_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */

@@ -204,7 +204,7 @@ static uint8_t *tier_buf_get(hlog_session *s, uint64_t want, uint64_t *cap /* ou
 	b = aligned_alloc(tier_buf_align(l), size);
 	if (!b)
 		return NULL;
-	ctr_add(&s->buf_bytes, size);
+	ctr_add(&s->io_buffer_bytes, size);
 	*cap = size;
 	return b;
 }
@@ -221,7 +221,7 @@ static void tier_buf_put(hlog_session *s, uint8_t *b, uint64_t cap)
 			return;
 		}
 	}
-	ctr_add(&s->buf_bytes, -cap);
+	ctr_add(&s->io_buffer_bytes, -cap);
 	free(b);
 }
 
@@ -597,7 +597,7 @@ static void tier_rd_unhash(hlog_session *s, tier_io *io)
 /* Hand one device read (a part or a merged read) to the device queue. */
 static void tier_read_issue(hlog_session *s, tier_io *io)
 {
-	ctr_add(&s->dev_reads, 1);
+	ctr_add(&s->device_reads, 1);
 	tier_io_queue(s, io);
 }
 
@@ -882,7 +882,7 @@ static void tier_io_done(dev_req *req, int64_t res)
 		return;
 	}
 	if (res > 0)
-		ctr_add(&s->dev_read_bytes, (uint64_t)res);
+		ctr_add(&s->device_read_bytes, (uint64_t)res);
 	if (io->members)
 		tier_merged_done(s, io, res);
 	else
@@ -898,13 +898,13 @@ static void tier_fetch_finish(hlog_session *s, tier_fetch *f, int state, int err
 		return;
 	}
 	if (state == FETCH_FAILED) {
-		ctr_add(&s->pend_errors, 1);
+		ctr_add(&s->pending_errors, 1);
 	} else if (state == FETCH_FOUND) {
 		const log_rec *r = (const log_rec *)(f->buf + (f->addr - f->base));
 		uint64_t info = atomic_load_explicit(&r->info, memory_order_relaxed);
-		ctr_add((info & REC_TOMBSTONE) ? &s->pend_notfound : &s->pend_found, 1);
+		ctr_add((info & REC_TOMBSTONE) ? &s->pending_notfound : &s->pending_found, 1);
 	} else {
-		ctr_add(&s->pend_notfound, 1);
+		ctr_add(&s->pending_notfound, 1);
 	}
 	tier_op *op = f->op;
 	if (--op->reads == 0) {
@@ -993,10 +993,10 @@ int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 			case FETCH_FAILED:
 				return f->err;
 			case FETCH_ABSENT:
-				ctr_add(&s->pend_hits, 1);
+				ctr_add(&s->pending_hits, 1);
 				return TIER_ABSENT;
 			default:
-				ctr_add(&s->pend_hits, 1);
+				ctr_add(&s->pending_hits, 1);
 				*r = (log_rec *)(f->buf + (f->addr - f->base));
 				*info = atomic_load_explicit(&(*r)->info, memory_order_relaxed) &
 				        ~(REC_LOCK_X | REC_LOCK_S_MASK);
@@ -1033,7 +1033,7 @@ int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 	f->next = op->fetches;
 	op->fetches = f;
 	op->reads++;
-	ctr_add(&s->pend_reads, 1);
+	ctr_add(&s->pending_reads, 1);
 	s->t.issuing = true;
 	tier_fetch_read(s, f, addr, l->initial_io, false);
 	s->t.issuing = false;
@@ -1127,11 +1127,11 @@ static void tier_submit(hlog_session *s)
 			s->t.unsubmitted = true;   /* the kernel was short: the requests stay queued */
 		} else if (rc > 0) {
 			uint64_t depth = dev_queue_pending(s->t.q);
-			ctr_add(&s->dev_submits, 1);
+			ctr_add(&s->device_submits, 1);
 			ctr_add(&s->ios_submitted, (uint64_t)rc);
-			ctr_add(&s->qdepth_sum, depth);
-			if (depth > atomic_load_explicit(&s->qdepth_max, memory_order_relaxed))
-				atomic_store_explicit(&s->qdepth_max, depth, memory_order_relaxed);
+			ctr_add(&s->queue_depth_sum, depth);
+			if (depth > atomic_load_explicit(&s->queue_depth_max, memory_order_relaxed))
+				atomic_store_explicit(&s->queue_depth_max, depth, memory_order_relaxed);
 		}
 	}
 }
@@ -1252,7 +1252,7 @@ void tier_session_close(hlog_session *s)
 		while (b) {
 			uint8_t *next;
 			memcpy(&next, b, sizeof(next));
-			ctr_add(&s->buf_bytes, -(l->buf_min << c));
+			ctr_add(&s->io_buffer_bytes, -(l->buf_min << c));
 			free(b);
 			b = next;
 		}

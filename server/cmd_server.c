@@ -1322,6 +1322,41 @@ static void info_persistence(sbuf *b)
 	          (long long)(g_srv.start_ms / 1000));
 }
 
+/* The storage tier's lines of # Stats: every store counter with an INFO name (HLOG_COUNTERS,
+ * log/hlog.h), less the CONFIG RESETSTAT baseline z (a MAX is shown as is), then the ratios made of
+ * them and the server's own scatter-gather counters (server.c note 14). */
+static void info_tier(sbuf *b, const stats_sum *s, const hlog_info *hi, const hlog_info *z)
+{
+	sb_printf(b, "tier_parked_commands:%llu\r\n"
+	          "tier_io_error_replies:%llu\r\n",
+	          (unsigned long long)s->parked, (unsigned long long)s->io_errors);
+	for (unsigned i = 0; i < hlog_counter_count; i++) {
+		const hlog_counter_def *d = &hlog_counter_defs[i];
+		if (!d->info)
+			continue;
+		uint64_t v = *(const uint64_t *)((const char *)hi + d->off);
+		if (d->kind == HLOG_CTR_SUM)
+			v -= *(const uint64_t *)((const char *)z + d->off);
+		sb_printf(b, "%s:%llu\r\n", d->info, (unsigned long long)v);
+	}
+	uint64_t pend = hi->pending_reads - z->pending_reads, reads = hi->device_reads - z->device_reads;
+	uint64_t subs = hi->device_submits - z->device_submits;
+	sb_printf(b, "tier_reads_per_pending_op:%.3f\r\n"
+	          "tier_reads_per_submit:%.3f\r\n"
+	          "tier_queue_depth_mean:%.3f\r\n",
+	          pend ? (double)reads / (double)pend : 0.0, subs ? (double)reads / (double)subs : 0.0,
+	          subs ? (double)(hi->queue_depth_sum - z->queue_depth_sum) / (double)subs : 0.0);
+	/* Look-aheads run by parked GETs/MGETs, the keys they prefetched and how many of those queued
+	 * a read; pending reads per such park counts the parked request's own read as one. */
+	sb_printf(b, "sg_lookahead_runs:%llu\r\n"
+	          "sg_lookahead_gets:%llu\r\n"
+	          "sg_lookahead_pending:%llu\r\n"
+	          "sg_pending_per_park:%.3f\r\n",
+	          (unsigned long long)s->sg_runs, (unsigned long long)s->sg_gets,
+	          (unsigned long long)s->sg_pending,
+	          s->sg_runs ? (double)(s->sg_runs + s->sg_pending) / (double)s->sg_runs : 0.0);
+}
+
 static void info_stats(sbuf *b)
 {
 	stats_sum s;
@@ -1359,70 +1394,8 @@ static void info_stats(sbuf *b)
 	          (unsigned long long)s.reads, (unsigned long long)s.writes, g_srv.nworkers);
 	for (int i = 0; i < g_srv.nworkers; i++)
 		sb_printf(b, "worker_%d_busy_pct:%.2f\r\n", i, rate.busy_pct ? rate.busy_pct[i] : 0.0);
-	if (g_srv.dev) {
-		const hlog_info *z = &tier_base;
-		uint64_t pend = hi.pending_reads - z->pending_reads, reads = hi.device_reads - z->device_reads;
-		sb_printf(b, "tier_parked_commands:%llu\r\n"
-		          "tier_io_error_replies:%llu\r\n"
-		          "tier_pending_reads:%llu\r\n"
-		          "tier_pending_found:%llu\r\n"
-		          "tier_pending_notfound:%llu\r\n"
-		          "tier_pending_errors:%llu\r\n"
-		          "tier_pending_hits:%llu\r\n"
-		          "tier_device_reads:%llu\r\n"
-		          "tier_device_read_bytes:%llu\r\n"
-		          "tier_second_reads:%llu\r\n"
-		          "tier_chain_walk_reads:%llu\r\n"
-		          "tier_scan_reads:%llu\r\n"
-		          "tier_reads_per_pending_op:%.3f\r\n"
-		          "tier_flush_writes:%llu\r\n"
-		          "tier_flush_bytes:%llu\r\n"
-		          "tier_flush_waits:%llu\r\n",
-		          (unsigned long long)s.parked, (unsigned long long)s.io_errors,
-		          (unsigned long long)pend,
-		          (unsigned long long)(hi.pending_found - z->pending_found),
-		          (unsigned long long)(hi.pending_notfound - z->pending_notfound),
-		          (unsigned long long)(hi.pending_errors - z->pending_errors),
-		          (unsigned long long)(hi.pending_hits - z->pending_hits),
-		          (unsigned long long)reads,
-		          (unsigned long long)(hi.device_read_bytes - z->device_read_bytes),
-		          (unsigned long long)(hi.second_reads - z->second_reads),
-		          (unsigned long long)(hi.chain_reads - z->chain_reads),
-		          (unsigned long long)(hi.scan_reads - z->scan_reads),
-		          pend ? (double)reads / (double)pend : 0.0,
-		          (unsigned long long)(hi.flush_writes - z->flush_writes),
-		          (unsigned long long)(hi.flush_bytes - z->flush_bytes),
-		          (unsigned long long)(hi.flush_waits - z->flush_waits));
-		/* Scatter-gather GET (server.c note 14): look-aheads run by parked GETs/MGETs, the keys
-		 * they prefetched and how many of those queued a read; pending reads per such park counts
-		 * the parked request's own read as one. */
-		sb_printf(b, "sg_lookahead_runs:%llu\r\n"
-		          "sg_lookahead_gets:%llu\r\n"
-		          "sg_lookahead_pending:%llu\r\n"
-		          "sg_pending_per_park:%.3f\r\n",
-		          (unsigned long long)s.sg_runs, (unsigned long long)s.sg_gets,
-		          (unsigned long long)s.sg_pending,
-		          s.sg_runs ? (double)(s.sg_runs + s.sg_pending) / (double)s.sg_runs : 0.0);
-		/* The store's side of it (hlog.c note 21): submissions, reads per submission, reads
-		 * merged into a neighbour's or shared with an identical one, queue depth seen. */
-		uint64_t subs = hi.device_submits - z->device_submits;
-		sb_printf(b, "tier_device_submits:%llu\r\n"
-		          "tier_ios_submitted:%llu\r\n"
-		          "tier_reads_per_submit:%.3f\r\n"
-		          "tier_merged_reads:%llu\r\n"
-		          "tier_vectored_reads:%llu\r\n"
-		          "tier_dedup_hits:%llu\r\n"
-		          "tier_queue_depth_mean:%.3f\r\n"
-		          "tier_queue_depth_max:%llu\r\n",
-		          (unsigned long long)subs,
-		          (unsigned long long)(hi.ios_submitted - z->ios_submitted),
-		          subs ? (double)reads / (double)subs : 0.0,
-		          (unsigned long long)(hi.merged_reads - z->merged_reads),
-		          (unsigned long long)(hi.vectored_reads - z->vectored_reads),
-		          (unsigned long long)(hi.dedup_hits - z->dedup_hits),
-		          subs ? (double)(hi.queue_depth_sum - z->queue_depth_sum) / (double)subs : 0.0,
-		          (unsigned long long)hi.queue_depth_max);
-	}
+	if (g_srv.dev)
+		info_tier(b, &s, &hi, &tier_base);
 	pthread_mutex_unlock(&g_srv.stats_lock);
 }
 
