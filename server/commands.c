@@ -146,7 +146,7 @@ static spw_command client_subcommands[] = {
 };
 
 static spw_command cmd_table[] = {
-	{ .name = "get", .fn = cmd_get, .arity = 2, .flags = CMD_READONLY | CMD_FAST,
+	{ .name = "get", .fn = cmd_get, .arity = 2, .flags = CMD_READONLY | CMD_FAST | CMD_LOOKAHEAD,
 	  .first_key = 1, .last_key = 1, .step = 1, .acl_categories = "@read @string @fast",
 	  .since = "1.0.0", .group = "string", .complexity = "O(1)",
 	  .summary = "Get the value of a key",
@@ -186,7 +186,7 @@ static spw_command cmd_table[] = {
 	  .since = "6.2.0", .group = "string", .complexity = "O(1)",
 	  .summary = "Get the value of a key and optionally set its expiration",
 	  .key_specs = "RW access update:1:0:1:RW and UPDATE because it changes the TTL" },
-	{ .name = "mget", .fn = cmd_mget, .arity = -2, .flags = CMD_READONLY | CMD_FAST,
+	{ .name = "mget", .fn = cmd_mget, .arity = -2, .flags = CMD_READONLY | CMD_FAST | CMD_LOOKAHEAD,
 	  .first_key = 1, .last_key = -1, .step = 1, .acl_categories = "@read @string @fast",
 	  .since = "1.0.0", .group = "string", .complexity = "O(N) where N is the number of keys to retrieve.",
 	  .summary = "Get the values of all the given keys",
@@ -690,7 +690,7 @@ void command_dispatch(client *c)
 		cmd = sub;
 	}
 	c->cmd = cmd;
-	if (SPW_UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity)) {
+	if (SPW_UNLIKELY(!command_arity_ok(cmd, c->argc))) {
 		reply_err_arity(c);
 		st->cmd_rejected[cmd->index]++;
 		goto rejected;

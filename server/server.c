@@ -105,7 +105,7 @@
  * 14. Scatter-gather GET (--sg-get, on by default, CONFIG SET at run time). When a GET or an MGET
  *     parks, the complete requests already in the client's read buffer after it are parsed with the
  *     worker's own look-ahead parser (slices point into rbuf and are used at once) and, for each
- *     consecutive GET or MGET, every key is handed to hlog_prefetch: their reads join the parked
+ *     consecutive request of a CMD_LOOKAHEAD command (GET, MGET), every key is handed to hlog_prefetch: their reads join the parked
  *     one's in this pass's single submission. Each covered request gets its own op, a slot of the
  *     client's look-ahead ring (client_op, in request order from sg_head), so that the store calls
  *     back per request: the parked client resumes as soon as the request it waits on has its
@@ -538,11 +538,12 @@ static void client_sg_extend(worker *w, client *c)
 			break;
 		}
 		const spw_command *cmd = command_lookup(req.argv[0].ptr, req.argv[0].len);
-		if (!cmd || !((cmd->fn == cmd_get && req.argc == 2) || (cmd->fn == cmd_mget && req.argc >= 2))) {
+		if (!cmd || !(cmd->flags & CMD_LOOKAHEAD) || !command_arity_ok(cmd, req.argc)) {
 			c->sg_stop = true;   /* a write, or anything else: what follows must not be read early */
 			break;
 		}
-		uint32_t nk = (uint32_t)(req.argc - 1);
+		int first = cmd->first_key, last = cmd->last_key < 0 ? req.argc + cmd->last_key : cmd->last_key;
+		uint32_t nk = (uint32_t)((last - first) / cmd->step + 1);
 		if (c->sg_keys + nk > SG_LOOKAHEAD_KEYS && c->sg_keys > 0) {
 			c->sg_full = true;   /* more once covered requests ran */
 			break;
@@ -557,18 +558,18 @@ static void client_sg_extend(worker *w, client *c)
 		op->c = c;
 		op->keys = nk;
 		hlog_session_set_op(w->sess, op);
-		uint32_t pending0 = pending;
-		int i;
-		for (i = 1; i < req.argc; i++) {
-			hlog_key_init(&k, req.argv[i].ptr, req.argv[i].len);
+		uint32_t pending0 = pending, j;
+		for (j = 0; j < nk; j++) {
+			const resp_slice *a = &req.argv[first + (int)j * cmd->step];
+			hlog_key_init(&k, a->ptr, a->len);
 			int rc = hlog_prefetch(w->sess, &k);
 			if (rc < 0)
 				break;
 			if (rc == HLOG_PENDING)
 				pending++;
 		}
-		keys += (uint32_t)(i - 1);
-		if (i < req.argc) {
+		keys += j;
+		if (j < nk) {
 			/* That request gets the error when it runs, anew: forget what it queued. */
 			hlog_session_release(w->sess, op);
 			c->sg_stop = true;
@@ -793,7 +794,7 @@ static void client_process_input(worker *w, client *c)
 			c->argv = NULL;
 			if (SPW_UNLIKELY(c->flags & CLIENT_PARKED)) {
 				client_park(w, c, op);   /* rpos stays at the request: it runs again (note 12) */
-				c->park_sg = (c->cmd->fn == cmd_get || c->cmd->fn == cmd_mget) &&
+				c->park_sg = (c->cmd->flags & CMD_LOOKAHEAD) &&
 				             __atomic_load_n(&g_cfg.sg_get, __ATOMIC_RELAXED);
 				if (c->park_sg) {
 					if (!c->sg_count)

@@ -301,6 +301,10 @@ typedef void cmd_fn(client *c);
 #define CMD_SENTINEL   (1u << 12)
 #define CMD_NO_MULTI   (1u << 13)
 #define CMD_ALLOW_BUSY (1u << 14)
+/* Spillway's own, not shown by COMMAND: the look-ahead of a parked client (park.c) may prefetch the
+ * keys of such a request (first_key..last_key by step) before it runs. Only for a command that reads
+ * those keys and nothing else, so that reading them early changes no reply. */
+#define CMD_LOOKAHEAD  (1u << 15)
 
 typedef struct spw_command {
 	const char *name;             /* lower case */
@@ -335,6 +339,11 @@ int command_keys_prefetch(client *c, int first, int last, int step);
 /* Drop what was written to c->out after (tail, tail_len, bytes): a parked command's partial reply. */
 void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
 
+/* Whether argc arguments (the name included) satisfy cmd's arity. */
+static inline bool command_arity_ok(const spw_command *cmd, int argc)
+{
+	return cmd->arity > 0 ? argc == cmd->arity : argc >= -cmd->arity;
+}
 /* Look up argv[0] (case-insensitive). NULL when unknown. */
 const spw_command *command_lookup(const char *name, size_t len);
 int command_count(void);
