@@ -32,7 +32,7 @@
  *     client may briefly see both keys, or a write to the source made in between may be lost.
  *     RENAMENX and COPY without REPLACE create the destination atomically (one hlog_rmw).
  *  9. HLOG_PENDING parks the client (reply_store_failed -> reply_pending) and the request runs again
- *     once the device reads are done (server.c note 12); a handler must not have changed the store
+ *     once the device reads are done (park.c note 1); a handler must not have changed the store
  *     before it parks. Commands of several keys (DEL, UNLINK, EXISTS, TOUCH of more than one key,
  *     RENAME, RENAMENX, COPY) first prefetch every key, so that their reads go out together and
  *     no key is written before all are at hand. Should a later step still park (a record evicted

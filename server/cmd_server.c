@@ -1324,7 +1324,7 @@ static void info_persistence(sbuf *b)
 
 /* The storage tier's lines of # Stats: every store counter with an INFO name (HLOG_COUNTERS,
  * log/hlog.h), less the CONFIG RESETSTAT baseline z (a MAX is shown as is), then the ratios made of
- * them and the server's own scatter-gather counters (server.c note 14). */
+ * them and the server's own scatter-gather counters (park.c note 3). */
 static void info_tier(sbuf *b, const stats_sum *s, const hlog_info *hi, const hlog_info *z)
 {
 	sb_printf(b, "tier_parked_commands:%llu\r\n"

@@ -26,7 +26,7 @@
  *     key command is atomic (one hlog_rmw).
  *  8. HLOG_PENDING (with --storage-tier: a record the command needs is on the device) parks the
  *     client (reply_store_failed -> reply_pending): the handler returns at once and the worker runs the
- *     same request again when the reads are done (server.c note 12). So no handler may change the
+ *     same request again when the reads are done (park.c note 1). So no handler may change the
  *     store before an operation that can answer HLOG_PENDING. Single-key commands are one store
  *     operation, so that holds by construction, and they pay nothing extra in memory-only mode.
  *     MGET, MSET and MSETNX first prefetch every key (their reads go out together) and park if

@@ -27,7 +27,7 @@
  *  6. A handler that parks its client (reply_pending: the store answered HLOG_PENDING) leaves no
  *     trace of that attempt: what it wrote to the reply is rolled back and its error and keyspace
  *     counters restored, since the same request runs again once the device reads are done
- *     (server.c note 12). The attempt's time is charged to the command, its call is not counted.
+ *     (park.c note 1). The attempt's time is charged to the command, its call is not counted.
  *     The marks cost five loads per command; handlers then need only guarantee that they did not
  *     change the store before parking.
  */

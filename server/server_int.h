@@ -17,6 +17,7 @@
 #include "common/spw.h"
 #include "proto/resp.h"
 #include "log/hlog.h"
+#include "server/conn.h"
 
 /* ---------------- configuration (config.c) ---------------- */
 
@@ -39,7 +40,7 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
-	/* Garnet's storage-tier flags (see tier_open in server.c for how they map to the device). */
+	/* Garnet's storage-tier flags (see tier_open in start.c for how they map to the device). */
 	bool storage_tier;            /* --storage-tier */
 	char logdir[1024];            /* --logdir: segment files go to <logdir>/Store; "" = dir */
 	uint64_t segment_bytes;       /* --segment */
@@ -50,7 +51,7 @@ typedef struct spw_config {
 	int device_throttle_limit;    /* --device-throttle-limit: IOs in flight, 0 = the device's default */
 	int device_completion_threads; /* --device-completion-threads */
 	uint64_t initial_io_record_size; /* --initial-io-record-size */
-	bool sg_get;                  /* --sg-get: a parked GET prefetches the GETs after it (server.c note 14) */
+	bool sg_get;                  /* --sg-get: a parked GET prefetches the GETs after it (park.c note 3) */
 } spw_config;
 
 /* --device-type values (Garnet's names, matched without case). */
@@ -91,13 +92,15 @@ struct dev_fault_spec;
  * "off" = disarm) into *out. 0, or -EINVAL with the reason in why. */
 int config_device_fault_parse(const char *spec, struct dev_fault_spec *out /* out */, char *why,
                               size_t whylen);
-/* Arm (or disarm) the fault device from g_cfg.device_fault_spec; nothing without one (server.c). */
+/* Arm (or disarm) the fault device from g_cfg.device_fault_spec; nothing without one (start.c). */
 void server_device_fault_apply(void);
 
-/* ---------------- workers and clients (server.c) ---------------- */
+/* ---------------- workers and clients (worker.c, client.c, park.c) ---------------- */
 
 typedef struct worker worker;
 typedef struct client client;
+
+#define WORKER_MAX_BIND 4             /* --bind addresses */
 
 #define CLIENT_CLOSE_AFTER_REPLY (1u << 0)   /* QUIT, protocol error: close once replies are out */
 #define CLIENT_CLOSE_ASAP        (1u << 1)   /* CLIENT KILL, query buffer limit: close now */
@@ -105,14 +108,14 @@ typedef struct client client;
 #define CLIENT_PARKED            (1u << 3)   /* a command waits on the device (reply_pending) */
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
- * instead of repeating a mutation (server.c note 12). Zero unless the command parked. */
+ * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */
 typedef struct client_resume {
 	int stage;
 	int idx;
 	long long acc;
 } client_resume;
 
-/* What the store tags a request's device reads with (op_ctx, server.c notes 13-14): the client's
+/* What the store tags a request's device reads with (op_ctx, park.c notes 2-3): the client's
  * own op, or one slot of its look-ahead ring. */
 typedef struct client_op {
 	client *c;
@@ -121,7 +124,7 @@ typedef struct client_op {
 } client_op;
 
 struct client {
-	int fd;
+	conn conn;                    /* the socket, through conn.h */
 	uint32_t flags;
 	uint64_t id;
 	worker *w;
@@ -144,7 +147,7 @@ struct client {
 	bool in_pending;
 	uint32_t ev;                  /* events registered with epoll (EPOLLIN/EPOLLOUT) */
 	_Atomic bool kill_mark;       /* CLIENT KILL from another worker: the owner closes it */
-	/* Storage tier (server.c notes 11-13). */
+	/* Storage tier (park.c notes 1-2). */
 	client *resume_next;          /* worker's list of clients whose device reads are done */
 	bool in_resume;               /* on that list */
 	bool io_wait;                 /* parked: the store will call the ready callback for it */
@@ -155,7 +158,7 @@ struct client {
 	bool park_sg;                 /* parked on a GET/MGET with sg-get on: read on, look ahead */
 	bool sg_stop;                 /* the look-ahead met a request it must not pass */
 	bool sg_full;                 /* it has no room for the next request until one has run */
-	/* The look-ahead ring (note 14): one op per request after the running one whose keys were
+	/* The look-ahead ring (park.c note 3): one op per request after the running one whose keys were
 	 * prefetched, in request order from sg_head. Its slots live in chunks allocated as the ring
 	 * first reaches them and never moved (the store holds pointers to them): a client that looks
 	 * ahead a few requests costs a few hundred bytes, not the whole ring. */
@@ -182,9 +185,9 @@ typedef struct worker_stats {
 	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
 	uint64_t reads, writes;       /* read()/writev() calls that moved bytes */
 	uint64_t parked;              /* commands parked on the device (each park counts), and those whose
-	                               * read a parked GET's look-ahead queued (server.c note 14) */
+	                               * read a parked GET's look-ahead queued (park.c note 3) */
 	uint64_t io_errors;           /* commands answered with a device IO error */
-	uint64_t sg_runs;             /* look-aheads run by a parked GET/MGET (server.c note 14) */
+	uint64_t sg_runs;             /* look-aheads run by a parked GET/MGET (park.c note 3) */
 	uint64_t sg_gets;             /* keys of later GET/MGET requests they prefetched */
 	uint64_t sg_pending;          /* of those, the ones that queued a device read */
 } worker_stats;
@@ -204,8 +207,7 @@ struct worker {
 	int64_t now_ms;               /* clock read once per loop pass */
 	worker_stats stats;
 	_Atomic int kill_pending;     /* another thread asked us to look for CLIENT KILL marks */
-	/* Added by server.c: */
-	int listen_fds[4];            /* one per --bind address */
+	int listen_fds[WORKER_MAX_BIND]; /* one per --bind address */
 	int nlisten;
 	pthread_t thread;
 	pthread_mutex_t clients_lock; /* guards the client LIST (not the clients' fields): taken by the
@@ -218,13 +220,13 @@ struct worker {
 	bool accept_paused;           /* listeners off for a second after EMFILE (cron re-arms) */
 	bool stopping;                /* shutdown seen: not accepting, draining replies */
 	int64_t stop_deadline_ms;
-	/* Storage tier (server.c notes 11-13). */
+	/* Storage tier (worker.c note 6, park.c). */
 	bool tier;                    /* the store has a device: poll the session, park clients */
 	int io_fd;                    /* hlog_session_fd, in the epoll set (-1 when none) */
 	bool io_dirty;                /* reads may be queued and not yet submitted: poll before sleeping */
 	uint32_t nparked;             /* clients waiting on the device (io_wait) */
 	client *resume_head, *resume_tail;   /* ready clients, in completion order */
-	resp_parser sg_parser;        /* look-ahead over a parked client's later requests (note 14) */
+	resp_parser sg_parser;        /* look-ahead over a parked client's later requests (park.c note 3) */
 };
 
 typedef struct server_state {
@@ -238,7 +240,6 @@ typedef struct server_state {
 	uint64_t start_mono_ns;
 	char executable[1024];
 	int pid;
-	/* Added by server.c: */
 	_Atomic int shutdown_signal;  /* SIGTERM/SIGINT number, 0 for SHUTDOWN */
 	_Atomic int shutdown_logged;
 	pthread_mutex_t stats_lock;   /* CONFIG RESETSTAT and the INFO rate sampler */
@@ -246,12 +247,13 @@ typedef struct server_state {
 	char config_file_abs[1024];
 	uint64_t start_ticks;         /* server_ticks() at start, with start_mono_ns: calibration */
 	struct dev *dev;              /* the storage tier's device (--storage-tier), else NULL */
+	_Atomic int start_failed;     /* a worker could not start: exit code 1 */
 } server_state;
 
 extern server_state g_srv;
 
-/* The clock of per-command timing (commandstats): the TSC on x86-64 (about 10 ns to read where
- * clock_gettime costs 25; invariant TSC is what Linux itself uses as clocksource), CLOCK_MONOTONIC
+/* The clock of per-command timing (commandstats): the TSC on x86-64 (cheaper to read than
+ * clock_gettime; invariant TSC is what Linux itself uses as clocksource), CLOCK_MONOTONIC
  * elsewhere. Ticks are turned into time only when INFO asks, by server_ticks_to_ns(), calibrated
  * against CLOCK_MONOTONIC over the server's lifetime. */
 static inline uint64_t server_ticks(void)
@@ -281,6 +283,30 @@ void server_request_shutdown(void);
 void server_wake_all(void);
 /* Format one CLIENT LIST / CLIENT INFO line (no trailing newline) into buf. Returns the length. */
 size_t client_info_format(const client *c, char *buf, size_t cap);
+
+/* Inside a worker (worker.c, client.c, park.c); all on the worker's own thread. */
+void *worker_main(void *arg);                  /* the thread: loop until shutdown (start.c starts it) */
+worker *worker_self(void);                     /* the worker of this thread, NULL elsewhere */
+void worker_scratch_trim(worker *w);
+/* client.c: a client's connection, input and output. */
+void client_create(worker *w, conn *cn, const struct sockaddr_storage *peer);
+void client_free(worker *w, client *c);
+bool client_readable(const client *c);
+void client_read(worker *w, client *c);
+void client_process_input(worker *w, client *c);
+void client_pending_add(worker *w, client *c);  /* write, close or re-arm c at the end of the pass */
+void client_pending_flush(worker *w);
+void client_chunk_pool_free(worker *w);
+/* park.c: clients on the storage tier. */
+client_op *client_op_begin(worker *w, client *c);
+void client_park(worker *w, client *c, client_op *op, size_t consumed);
+void client_op_end(worker *w, client *c, client_op *op, size_t consumed);
+bool client_sg_open(const client *c);
+void client_sg_extend(worker *w, client *c);
+void client_tier_forget(worker *w, client *c);
+void client_sg_free(client *c);
+void worker_op_ready(void *cb_arg, void *op_ctx);   /* the store's ready callback */
+void worker_io_pass(worker *w);
 
 /* ---------------- commands (commands.c and cmd_*.c) ---------------- */
 
@@ -329,7 +355,7 @@ typedef struct spw_command {
 
 /* Park the client: the store answered HLOG_PENDING, so the handler returns without a reply (and
  * must not have changed the store). The worker runs the same request again once the device reads
- * are done; what the handler wrote into the reply before is dropped (server.c note 12). */
+ * are done; what the handler wrote into the reply before is dropped (park.c note 1). */
 static inline void reply_pending(client *c) { c->flags |= CLIENT_PARKED; }
 /* Bring the newest records of argv[first], argv[first+step] ... argv[last] (last < 0: from the end)
  * into memory or the session's fetch cache, all reads queued together. 0 when every one is there,

@@ -1,5 +1,5 @@
 /*
- * test_sg.c - scatter-gather GET (--sg-get, server.c note 14) end to end: a spillway-server with
+ * test_sg.c - scatter-gather GET (--sg-get, park.c note 3) end to end: a spillway-server with
  * --storage-tier and a tiny --memory, so most keys are on the device, answers pipelines that mix
  * GETs that hit memory with GETs that go to the device, and writes in between, exactly as a model
  * applied request by request says.

@@ -58,7 +58,7 @@ static int setup(void **state)
 	C.w = &W;
 	C.id = 42;
 	C.proto = 2;
-	C.fd = -1;
+	C.conn.fd = -1;
 	resp_out_init(&C.out, test_chunk_alloc, NULL);
 	C.out.proto = 2;
 	return 0;
