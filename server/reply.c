@@ -1,5 +1,6 @@
 /*
- * reply.c - error replies with Redis's texts, and argument helpers.
+ * reply.c - error replies with Redis's texts, text replies (INFO, CLIENT LIST, CONFIG GET) built in
+ * a growable buffer on the worker's scratch, help replies, and argument helpers.
  *
  * Design notes:
  *  1. Every error reply goes through reply_error(), which counts total_error_replies on the
@@ -125,4 +126,85 @@ bool reply_store_failed(client *c, int rc)
 	default: reply_err_store(c, rc); break;
 	}
 	return true;
+}
+
+/* ---------------- help and text replies ---------------- */
+
+void reply_help(client *c, const char *const *lines)
+{
+	int n = 0;
+	while (lines[n])
+		n++;
+	resp_write_array_len(&c->out, n);
+	for (int i = 0; i < n; i++)
+		resp_write_simple(&c->out, lines[i], strlen(lines[i]));
+}
+
+/* ---------------- a growable text buffer on the worker's scratch ---------------- */
+
+void sb_init(sbuf *b, worker *w)
+{
+	b->w = w;
+	b->len = 0;
+	b->oom = false;
+	b->p = (char *)worker_scratch(w, 4096);
+	b->cap = b->p ? 4096 : 0;
+	if (!b->p)
+		b->oom = true;
+}
+
+static bool sb_reserve(sbuf *b, size_t n)
+{
+	if (b->oom)
+		return false;
+	if (b->len + n <= b->cap)
+		return true;
+	size_t cap = SPW_MAX(b->cap * 2, b->len + n);
+	char *p = (char *)worker_scratch(b->w, cap);
+	if (!p) {
+		b->oom = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
+void sb_add(sbuf *b, const char *s, size_t n)
+{
+	if (!sb_reserve(b, n))
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+void sb_printf(sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		if (b->oom)
+			return;
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p + b->len, room, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		if (!sb_reserve(b, (size_t)n + 1))
+			return;
+	}
+}
+
+/* Text replies (INFO, CLIENT LIST/INFO): a verbatim "txt" string in RESP3, a bulk in RESP2. */
+void reply_text(client *c, sbuf *b)
+{
+	if (b->oom) {
+		reply_err_store(c, -ENOMEM);
+		return;
+	}
+	resp_write_verbatim(&c->out, "txt", b->p, b->len);
 }

@@ -395,8 +395,16 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 	cmd_keys, cmd_scan, cmd_randomkey, cmd_rename, cmd_renamenx, cmd_copy, cmd_dbsize, cmd_flushdb,
 	cmd_flushall;
 /* cmd_server.c */
-cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_info, cmd_config, cmd_command, cmd_client,
-	cmd_select, cmd_time, cmd_shutdown, cmd_auth;
+cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
+	cmd_shutdown, cmd_auth;
+/* cmd_client.c */
+cmd_fn cmd_client;
+/* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
+int client_name_check(client *c, const resp_slice *name);
+void client_name_set(client *c, const resp_slice *name);   /* after client_name_check */
+/* info.c */
+cmd_fn cmd_info;
+void info_stats_reset(void);   /* CONFIG RESETSTAT (info.c note 2) */
 
 /* ---------------- replies (reply.c): thin wrappers over proto's writer on c->out ---------------- */
 
@@ -413,6 +421,27 @@ void reply_err_arity(client *c);          /* ERR wrong number of arguments for '
 void reply_err_syntax(client *c);         /* ERR syntax error */
 void reply_err_not_int(client *c);        /* ERR value is not an integer or out of range */
 void reply_err_store(client *c, int err); /* a store error: OOM, too big, corrupt... */
+
+/* Help replies: an array of simple strings, lines[] ends with NULL. */
+void reply_help(client *c, const char *const *lines);
+
+/* A growable text buffer on the worker's scratch (INFO, CLIENT LIST, CONFIG GET): valid until the
+ * worker's next worker_scratch call. A failed allocation sets oom and later adds do nothing. */
+typedef struct sbuf {
+	worker *w;
+	char *p;
+	size_t len, cap;
+	bool oom;
+} sbuf;
+void sb_init(sbuf *b, worker *w);
+void sb_add(sbuf *b, const char *s, size_t n);
+void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Text replies (INFO, CLIENT LIST/INFO): a verbatim "txt" string in RESP3, a bulk in RESP2; an
+ * oom buffer answers the store's out-of-memory error. */
+void reply_text(client *c, sbuf *b);
+
+/* A counter another worker increments plainly, read as one 64-bit snapshot (info.c note 1). */
+static inline uint64_t rd64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
 /* Argument helpers: strict integer parse as Redis's getLongLongFromObject. */
 bool arg_ll(const resp_slice *a, long long *out);
