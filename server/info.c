@@ -23,6 +23,7 @@
 #include "server/server_int.h"
 #include "device/device.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,23 +46,9 @@ void info_stats_reset(void)
 	for (int i = 0; i < g_srv.nworkers; i++) {
 		worker *w = &g_srv.workers[i];
 		worker_stats *s = &w->stats, *b = &w->stats_base;
-		b->commands = rd64(&s->commands);
-		b->connections = rd64(&s->connections);
-		b->rejected = rd64(&s->rejected);
-		b->net_in = rd64(&s->net_in);
-		b->net_out = rd64(&s->net_out);
-		b->keyspace_hits = rd64(&s->keyspace_hits);
-		b->keyspace_misses = rd64(&s->keyspace_misses);
-		b->expired_keys = rd64(&s->expired_keys);
-		b->errors = rd64(&s->errors);
-		b->busy_ns = rd64(&s->busy_ns);
-		b->reads = rd64(&s->reads);
-		b->writes = rd64(&s->writes);
-		b->parked = rd64(&s->parked);
-		b->io_errors = rd64(&s->io_errors);
-		b->sg_runs = rd64(&s->sg_runs);
-		b->sg_gets = rd64(&s->sg_gets);
-		b->sg_pending = rd64(&s->sg_pending);
+#define BASE(f, group, info, doc) b->f = rd64(&s->f);
+		SERVER_COUNTERS(BASE)
+#undef BASE
 		for (int j = 0; j < slots; j++) {
 			b->cmd_calls[j] = rd64(&s->cmd_calls[j]);
 			b->cmd_ticks[j] = rd64(&s->cmd_ticks[j]);
@@ -91,36 +78,30 @@ static const struct { const char *name; int bit; } sections[] = {
 	{ "default", SEC_DEFAULT },   { "all", SEC_ALL },                 { "everything", SEC_ALL },
 };
 
-/* Counters summed over workers, minus the RESETSTAT baselines unless raw. */
-typedef struct stats_sum {
-	uint64_t commands, connections, rejected, net_in, net_out, hits, misses, expired, errors;
-	uint64_t reads, writes, parked, io_errors;
-	uint64_t sg_runs, sg_gets, sg_pending;
-} stats_sum;
-
-static void stats_sum_get(stats_sum *s, bool raw)
+void server_counters_sum(server_counters *s, bool raw)
 {
 	memset(s, 0, sizeof(*s));
 	for (int i = 0; i < g_srv.nworkers; i++) {
 		const worker_stats *w = &g_srv.workers[i].stats, *b = &g_srv.workers[i].stats_base;
-#define ADD(f, g) s->f += rd64(&w->g) - (raw ? 0 : rd64(&b->g))
-		ADD(commands, commands);
-		ADD(connections, connections);
-		ADD(rejected, rejected);
-		ADD(net_in, net_in);
-		ADD(net_out, net_out);
-		ADD(hits, keyspace_hits);
-		ADD(misses, keyspace_misses);
-		ADD(expired, expired_keys);
-		ADD(errors, errors);
-		ADD(reads, reads);
-		ADD(writes, writes);
-		ADD(parked, parked);
-		ADD(io_errors, io_errors);
-		ADD(sg_runs, sg_runs);
-		ADD(sg_gets, sg_gets);
-		ADD(sg_pending, sg_pending);
+#define ADD(f, group, info, doc) s->f += rd64(&w->f) - (raw ? 0 : rd64(&b->f));
+		SERVER_COUNTERS(ADD)
 #undef ADD
+	}
+}
+
+#define DEF(f, group, info, doc) { #f, info, doc, group, offsetof(server_counters, f) },
+const server_counter_def server_counter_defs[] = { SERVER_COUNTERS(DEF) };
+#undef DEF
+const unsigned server_counter_count = SPW_ARRAY_LEN(server_counter_defs);
+
+/* The INFO lines of the server counters of one group, in table order. */
+static void info_counters(sbuf *b, const server_counters *s, int group)
+{
+	for (unsigned i = 0; i < server_counter_count; i++) {
+		const server_counter_def *d = &server_counter_defs[i];
+		if (d->group == group)
+			sb_printf(b, "%s:%llu\r\n", d->info,
+			          (unsigned long long)*(const uint64_t *)((const char *)s + d->off));
 	}
 }
 
@@ -137,7 +118,7 @@ static void rates_update(void)
 {
 	int nw = g_srv.nworkers;
 	uint64_t now = spw_mono_ns();
-	stats_sum s;
+	server_counters s;
 	if (!rate.busy) {
 		rate.busy = calloc((size_t)nw, sizeof(uint64_t));
 		rate.busy_pct = calloc((size_t)nw, sizeof(double));
@@ -152,7 +133,7 @@ static void rates_update(void)
 	}
 	if (rate.have && now - rate.t_ns < 1000000000ULL)
 		return;
-	stats_sum_get(&s, true);
+	server_counters_sum(&s, true);
 	double dt = (double)(now - rate.t_ns) / 1e9;
 	if (dt <= 0)
 		return;
@@ -325,14 +306,13 @@ static void info_persistence(sbuf *b)
 	          (long long)(g_srv.start_ms / 1000));
 }
 
-/* The storage tier's lines of # Stats: every store counter with an INFO name (HLOG_COUNTERS,
- * log/hlog.h), less the CONFIG RESETSTAT baseline z (a MAX is shown as is), then the ratios made of
- * them and the server's own scatter-gather counters (park.c note 3). */
-static void info_tier(sbuf *b, const stats_sum *s, const hlog_info *hi, const hlog_info *z)
+/* The storage tier's lines of # Stats: the server's SRV_CTR_TIER counters, every store counter
+ * with an INFO name (HLOG_COUNTERS, log/hlog.h), less the CONFIG RESETSTAT baseline z (a MAX is
+ * shown as is), then the ratios made of them and the server's own scatter-gather counters
+ * (SRV_CTR_SG, park.c note 3). */
+static void info_tier(sbuf *b, const server_counters *s, const hlog_info *hi, const hlog_info *z)
 {
-	sb_printf(b, "tier_parked_commands:%llu\r\n"
-	          "tier_io_error_replies:%llu\r\n",
-	          (unsigned long long)s->parked, (unsigned long long)s->io_errors);
+	info_counters(b, s, SRV_CTR_TIER);
 	for (unsigned i = 0; i < hlog_counter_count; i++) {
 		const hlog_counter_def *d = &hlog_counter_defs[i];
 		if (!d->info)
@@ -351,50 +331,32 @@ static void info_tier(sbuf *b, const stats_sum *s, const hlog_info *hi, const hl
 	          subs ? (double)(hi->queue_depth_sum - z->queue_depth_sum) / (double)subs : 0.0);
 	/* Look-aheads run by parked GETs/MGETs, the keys they prefetched and how many of those queued
 	 * a read; pending reads per such park counts the parked request's own read as one. */
-	sb_printf(b, "sg_lookahead_runs:%llu\r\n"
-	          "sg_lookahead_gets:%llu\r\n"
-	          "sg_lookahead_pending:%llu\r\n"
-	          "sg_pending_per_park:%.3f\r\n",
-	          (unsigned long long)s->sg_runs, (unsigned long long)s->sg_gets,
-	          (unsigned long long)s->sg_pending,
+	info_counters(b, s, SRV_CTR_SG);
+	sb_printf(b, "sg_pending_per_park:%.3f\r\n",
 	          s->sg_runs ? (double)(s->sg_runs + s->sg_pending) / (double)s->sg_runs : 0.0);
 }
 
 static void info_stats(sbuf *b)
 {
-	stats_sum s;
-	stats_sum_get(&s, false);
+	server_counters s;
+	server_counters_sum(&s, false);
 	/* The store removes expired keys lazily, so it is the one that counts them. */
 	hlog_info hi;
 	hlog_info_get(g_srv.store, &hi);
-	s.expired += hi.expired_keys;
+	s.expired_keys += hi.expired_keys;
 	pthread_mutex_lock(&g_srv.stats_lock);
 	rates_update();
-	sb_printf(b, "# Stats\r\n"
-	          "total_connections_received:%llu\r\n"
-	          "total_commands_processed:%llu\r\n"
-	          "instantaneous_ops_per_sec:%llu\r\n"
-	          "total_net_input_bytes:%llu\r\n"
-	          "total_net_output_bytes:%llu\r\n"
+	/* The counters first (SERVER_COUNTERS' order), then what is not a counter. */
+	sb_printf(b, "# Stats\r\n");
+	info_counters(b, &s, SRV_CTR_STATS);
+	sb_printf(b, "instantaneous_ops_per_sec:%llu\r\n"
 	          "instantaneous_input_kbps:%.2f\r\n"
 	          "instantaneous_output_kbps:%.2f\r\n"
-	          "rejected_connections:%llu\r\n"
-	          "expired_keys:%llu\r\n"
 	          "evicted_keys:0\r\n"
-	          "keyspace_hits:%llu\r\n"
-	          "keyspace_misses:%llu\r\n"
 	          "pubsub_channels:0\r\n"
 	          "pubsub_patterns:0\r\n"
-	          "total_error_replies:%llu\r\n"
-	          "total_reads_processed:%llu\r\n"
-	          "total_writes_processed:%llu\r\n"
 	          "workers:%d\r\n",
-	          (unsigned long long)s.connections, (unsigned long long)s.commands,
-	          (unsigned long long)(rate.ops + 0.5), (unsigned long long)s.net_in,
-	          (unsigned long long)s.net_out, rate.in_kbps, rate.out_kbps,
-	          (unsigned long long)s.rejected, (unsigned long long)s.expired,
-	          (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.errors,
-	          (unsigned long long)s.reads, (unsigned long long)s.writes, g_srv.nworkers);
+	          (unsigned long long)(rate.ops + 0.5), rate.in_kbps, rate.out_kbps, g_srv.nworkers);
 	for (int i = 0; i < g_srv.nworkers; i++)
 		sb_printf(b, "worker_%d_busy_pct:%.2f\r\n", i, rate.busy_pct ? rate.busy_pct[i] : 0.0);
 	if (g_srv.dev)

@@ -170,27 +170,58 @@ struct client {
 
 struct spw_command;
 
+/*
+ * The server's own counters, kept per worker and written only by it (worker.c note 5), declared
+ * once: X(field, group, INFO name, doc). worker_stats' fields, their sums over the workers
+ * (server_counters, info.c), CONFIG RESETSTAT's baselines and INFO's lines all come from this
+ * table. The group says where INFO shows a counter: SRV_CTR_STATS in "# Stats", SRV_CTR_TIER and
+ * SRV_CTR_SG among its storage-tier lines (only with --storage-tier), SRV_CTR_NONE nowhere.
+ */
+#define SERVER_COUNTERS(X) \
+	X(connections,     SRV_CTR_STATS, "total_connections_received", "connections accepted") \
+	X(commands,        SRV_CTR_STATS, "total_commands_processed", "commands run (a parked one counts once, when it completes)") \
+	X(net_in,          SRV_CTR_STATS, "total_net_input_bytes", "bytes read from clients") \
+	X(net_out,         SRV_CTR_STATS, "total_net_output_bytes", "bytes written to clients") \
+	X(rejected,        SRV_CTR_STATS, "rejected_connections", "connections refused at maxclients") \
+	X(expired_keys,    SRV_CTR_STATS, "expired_keys", "expired keys the server removed (INFO adds the store's lazy removals)") \
+	X(keyspace_hits,   SRV_CTR_STATS, "keyspace_hits", "key lookups that found the key") \
+	X(keyspace_misses, SRV_CTR_STATS, "keyspace_misses", "key lookups that did not") \
+	X(errors,          SRV_CTR_STATS, "total_error_replies", "error replies (reply_error)") \
+	X(reads,           SRV_CTR_STATS, "total_reads_processed", "socket reads that moved bytes") \
+	X(writes,          SRV_CTR_STATS, "total_writes_processed", "socket writes that moved bytes") \
+	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
+	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
+	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
+	X(sg_runs,         SRV_CTR_SG,    "sg_lookahead_runs", "look-aheads run by a parked GET/MGET (park.c note 3)") \
+	X(sg_gets,         SRV_CTR_SG,    "sg_lookahead_gets", "keys of later GET/MGET requests they prefetched") \
+	X(sg_pending,      SRV_CTR_SG,    "sg_lookahead_pending", "of those, the ones that queued a device read")
+
+enum { SRV_CTR_NONE, SRV_CTR_STATS, SRV_CTR_TIER, SRV_CTR_SG };
+
+#define SRV_CTR_FIELD(field, group, info, doc) uint64_t field;
 typedef struct worker_stats {
-	uint64_t commands;            /* total_commands_processed */
-	uint64_t connections;         /* total_connections_received */
-	uint64_t rejected;            /* rejected_connections */
-	uint64_t net_in, net_out;     /* bytes */
-	uint64_t keyspace_hits, keyspace_misses;
-	uint64_t expired_keys;
-	uint64_t errors;              /* total_error_replies */
-	uint64_t busy_ns;             /* time spent not sleeping */
+	SERVER_COUNTERS(SRV_CTR_FIELD)
 	uint64_t *cmd_calls;          /* per command index: calls */
 	uint64_t *cmd_failed;         /* per command index: calls that replied with an error */
 	uint64_t *cmd_ticks;          /* per command index: server_ticks() spent (see server_ticks) */
 	uint64_t *cmd_rejected;       /* per command index: rejected before running (arity) */
-	uint64_t reads, writes;       /* read()/writev() calls that moved bytes */
-	uint64_t parked;              /* commands parked on the device (each park counts), and those whose
-	                               * read a parked GET's look-ahead queued (park.c note 3) */
-	uint64_t io_errors;           /* commands answered with a device IO error */
-	uint64_t sg_runs;             /* look-aheads run by a parked GET/MGET (park.c note 3) */
-	uint64_t sg_gets;             /* keys of later GET/MGET requests they prefetched */
-	uint64_t sg_pending;          /* of those, the ones that queued a device read */
 } worker_stats;
+
+/* SERVER_COUNTERS summed over the workers (info.c): server_counters_sum. */
+typedef struct server_counters {
+	SERVER_COUNTERS(SRV_CTR_FIELD)
+} server_counters;
+/* The sums, less the CONFIG RESETSTAT baselines unless raw; relaxed snapshots (info.c note 1). */
+void server_counters_sum(server_counters *out /* out */, bool raw);
+/* One row of SERVER_COUNTERS for whoever lists them (INFO, later metrics): off is the field's
+ * offset in server_counters. */
+typedef struct server_counter_def {
+	const char *field, *info, *doc;
+	int group;
+	size_t off;
+} server_counter_def;
+extern const server_counter_def server_counter_defs[];
+extern const unsigned server_counter_count;
 
 struct worker {
 	int idx;
