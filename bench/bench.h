@@ -131,8 +131,8 @@ static inline double bench_rng_double(bench_rng *r) { return (double)(bench_rng_
  * YCSB/Resp.benchmark default). Drawn exactly, in O(1) expected time and with O(1) set-up (no
  * zeta(n) sum), by Hoermann and Derflinger's rejection-inversion ("Rejection-inversion to generate
  * variates from monotone discrete distributions", ACM TOMACS 1996). Rank 0 is the hottest key.
- * (Gray et al.'s method, which YCSB and Resp.benchmark use, is only approximate: at theta 0.99 and
- * n = 1000 it draws ranks 2..9 about 9% too often.)
+ * (Gray et al.'s method, which YCSB and Resp.benchmark use, is only approximate: it over-draws the
+ * ranks just below the hottest; docs/BENCHMARKS.md appendix F has by how much.)
  */
 typedef struct bench_zipf {
 	uint64_t n;

@@ -16,7 +16,9 @@
  *  2. One row = one bench_run: worker threads set up everything they need (connections, batches,
  *     buffers) and wait on a barrier; the clock and the server CPU reading start when all are
  *     ready; the main thread then only sleeps, reports, and finally sets run->stop. A worker that
- *     fails to set up aborts the row before anything is measured.
+ *     fails to set up aborts the row before anything is measured. run_row's steps, in order:
+ *     run_init, run_workers_alloc, run_start (threads and the gate), run_wait, run_stop (join and
+ *     gather), row_fill, row_report, run_free.
  *  3. Online reporting without sharing counters: every 2 s the main thread bumps run->epoch; each
  *     worker, between rounds, swaps its two histograms and publishes the full one
  *     (bench_worker_publish); the main thread merges what was published into the interval and

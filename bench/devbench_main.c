@@ -19,10 +19,11 @@
  * io-wq workers count), and, as fio reports it, of the IO threads alone (RUSAGE_THREAD).
  *
  * The last line is machine-readable (tools/compare-fio-dev.sh parses it):
- *   RESULT backend=.. rw=.. bs=.. qd=.. threads=.. ios=.. seconds=.. iops=.. mbps=.. lat_avg_us=..
- *          lat_p99_us=.. cpu_s=.. cpu_us_per_io=.. thread_cpu_us_per_io=.. errors=..
+ *   RESULT backend=.. rw=.. bs=.. qd=.. threads=.. batch=.. ios=.. seconds=.. iops=.. mbps=..
+ *          lat_avg_us=.. lat_p99_us=.. cpu_s=.. cpu_us_per_io=.. thread_cpu_us_per_io=.. errors=..
  *
- * Sections: options; latency histogram; the job; layout; main.
+ * Sections: options (one bench_cli table); latency histogram; the job; layout; main (device_setup,
+ * jobs_alloc, jobs_run, jobs_sum, report).
  */
 #include "bench/bench.h"
 #include "device/device.h"
