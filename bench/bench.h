@@ -302,11 +302,16 @@ typedef struct bench_cli {
 	uint64_t lo, hi;          /* number kinds: the accepted range */
 	int max;                  /* list kinds: entries at most */
 	const char *label;        /* how messages name the flag ("--port", "-t") */
+	const char *def;          /* the default, written as on the command line; NULL: none (or the
+	                           * tool's own, for BENCH_CLI_OWN rows) */
 } bench_cli;
 
 /* Fill out[0..n] (n rows plus the zero terminator) for getopt_long. out has n + 1 entries. */
 struct option;
 void bench_cli_longopts(const bench_cli *defs, int n, struct option *out);
+/* Store every row's default (def) in opts, as if given on the command line; OWN rows are skipped.
+ * 0, or -EINVAL when a default does not parse (a mistake in the table). */
+int bench_cli_defaults(const bench_cli *defs, int n, void *opts);
 /* The row whose key is key (the first, for aliases), or NULL. */
 const bench_cli *bench_cli_find(const bench_cli *defs, int n, int key);
 /* Parse arg by d's kind into opts + d->off: 0, -EINVAL for a bad value, -ENOTSUP for BENCH_CLI_OWN. */

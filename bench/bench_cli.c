@@ -1,9 +1,9 @@
 /*
  * bench_cli.c - the flag table both benchmark tools parse their command lines by (see bench.h).
  *
- * A tool lists its flags once as bench_cli rows; getopt_long's table is built from the rows and
- * each value is parsed and stored by its row's kind, so the tools keep no switch of their own
- * beyond the flags that need one (BENCH_CLI_OWN). The number parsers are strict: the whole
+ * A tool lists its flags once as bench_cli rows, each with its default; getopt_long's table is
+ * built from the rows and each value is parsed and stored by its row's kind, so the tools keep no
+ * switch of their own beyond the flags that need one (BENCH_CLI_OWN). The number parsers are strict: the whole
  * argument must be the number, and a value out of range is an error, never clamped.
  */
 #include "bench/bench.h"
@@ -127,6 +127,14 @@ void bench_cli_longopts(const bench_cli *defs, int n, struct option *out)
 	for (int i = 0; i < n; i++)
 		out[i] = (struct option){ defs[i].name, defs[i].has_arg, NULL, defs[i].key };
 	out[n] = (struct option){ 0, 0, 0, 0 };
+}
+
+int bench_cli_defaults(const bench_cli *defs, int n, void *opts)
+{
+	for (int i = 0; i < n; i++)
+		if (defs[i].def && defs[i].kind != BENCH_CLI_OWN && bench_cli_apply(&defs[i], defs[i].def, opts) < 0)
+			return -EINVAL;
+	return 0;
 }
 
 const bench_cli *bench_cli_find(const bench_cli *defs, int n, int key)

@@ -61,66 +61,54 @@ enum {
 #define F(field) offsetof(bench_opts, field)
 #define REQ required_argument
 #define NOARG no_argument
-/* name, key, argument, kind, field, count field, lo, hi, list max, label */
+/* name, key, argument, kind, field, count field, lo, hi, list max, label, default */
 static const bench_cli bench_flags[] = {
-	{ "host", 'h', REQ, BENCH_CLI_STR, F(host), 0, 0, 0, 0, "--host" },
-	{ "port", 'p', REQ, BENCH_CLI_OWN, F(port), 0, 0, 0, 0, "--port" },
-	{ "password", 'a', REQ, BENCH_CLI_STR, F(password), 0, 0, 0, 0, "--password" },
-	{ "auth", 'a', REQ, BENCH_CLI_STR, F(password), 0, 0, 0, 0, "--auth" },
-	{ "threads", 't', REQ, BENCH_CLI_INTS, F(threads), F(nthreads), 1, 4096, BENCH_LIST_MAX, "-t" },
-	{ "batchsize", 'b', REQ, BENCH_CLI_INTS, F(batches), F(nbatches), 1, 1 << 24, BENCH_LIST_MAX, "-b" },
-	{ "skipload", 's', NOARG, BENCH_CLI_FLAG, F(skip_load), 0, 0, 0, 0, "-s" },
-	{ "online", 'o', NOARG, BENCH_CLI_FLAG, F(online), 0, 0, 0, 0, "--online" },
-	{ "op", OPT_OP, REQ, BENCH_CLI_OWN, F(op), 0, 0, 0, 0, "--op" },
-	{ "dbsize", OPT_DBSIZE, REQ, BENCH_CLI_U64, F(dbsize), 0, 1, UINT64_MAX, 0, "--dbsize" },
-	{ "keylength", OPT_KEYLEN, REQ, BENCH_CLI_OWN, F(keylen), 0, 0, BENCH_KEYLEN_MAX, 0, "--keylength" },
-	{ "valuelength", OPT_VALLEN, REQ, BENCH_CLI_U32, F(vallen), 0, 0, BENCH_VALLEN_MAX, 0, "--valuelength" },
-	{ "runtime", OPT_RUNTIME, REQ, BENCH_CLI_DOUBLE, F(runtime), 0, 0, 0, 0, "--runtime" },
-	{ "op-workload", OPT_WORKLOAD, REQ, BENCH_CLI_OPS, F(wl_op), F(nwl), 0, 0, BENCH_OP_COUNT, "--op-workload" },
-	{ "op-percent", OPT_PERCENT, REQ, BENCH_CLI_INTS, F(wl_pct), F(npct), 0, 100, BENCH_OP_COUNT, "--op-percent" },
-	{ "itp", OPT_ITP, REQ, BENCH_CLI_INT, F(itp), 0, 1, 1 << 20, 0, "--itp" },
-	{ "rate", OPT_RATE, REQ, BENCH_CLI_RATES, F(rates), F(nrates), 0, 0, BENCH_LIST_MAX, "--rate" },
-	{ "zipf", OPT_ZIPF, optional_argument, BENCH_CLI_OWN, F(theta), 0, 0, 0, 0, "--zipf (0 < THETA <= 10)" },
-	{ "conns-per-thread", OPT_CONNS, REQ, BENCH_CLI_INT, F(conns), 0, 1, 4096, 0, "--conns-per-thread" },
-	{ "client", OPT_CLIENT, REQ, BENCH_CLI_OWN, F(client), 0, 0, 0, 0, "--client (native or inproc)" },
-	{ "csv", OPT_CSV, REQ, BENCH_CLI_STR, F(csv), 0, 0, 0, 0, "--csv" },
-	{ "json", OPT_JSON, REQ, BENCH_CLI_STR, F(json), 0, 0, 0, 0, "--json" },
-	{ "plot", OPT_PLOT, REQ, BENCH_CLI_STR, F(plot), 0, 0, 0, 0, "--plot" },
-	{ "server-pid", OPT_PID, REQ, BENCH_CLI_OWN, F(server_pid), 0, 1, INT32_MAX, 0, "--server-pid" },
-	{ "seed", OPT_SEED, REQ, BENCH_CLI_U64, F(seed), 0, 0, UINT64_MAX, 0, "--seed" },
-	{ "memory", OPT_MEMORY, REQ, BENCH_CLI_SIZE, F(memory), 0, 0, 0, 0, "--memory" },
-	{ "page", OPT_PAGE, REQ, BENCH_CLI_SIZE, F(page), 0, 0, 0, 0, "--page" },
-	{ "index", OPT_INDEX, REQ, BENCH_CLI_SIZE, F(index), 0, 0, 0, 0, "--index" },
-	{ "mutable-percent", OPT_MUTABLE, REQ, BENCH_CLI_INT, F(mutable_percent), 0, 0, 100, 0, "--mutable-percent" },
-	{ "quiet", OPT_QUIET, NOARG, BENCH_CLI_FLAG, F(quiet), 0, 0, 0, 0, "--quiet" },
-	{ "help", OPT_HELP, NOARG, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help" },
+	{ "host", 'h', REQ, BENCH_CLI_STR, F(host), 0, 0, 0, 0, "--host", "127.0.0.1" },
+	{ "port", 'p', REQ, BENCH_CLI_OWN, F(port), 0, 0, 0, 0, "--port", NULL },
+	{ "password", 'a', REQ, BENCH_CLI_STR, F(password), 0, 0, 0, 0, "--password", NULL },
+	{ "auth", 'a', REQ, BENCH_CLI_STR, F(password), 0, 0, 0, 0, "--auth", NULL },
+	{ "threads", 't', REQ, BENCH_CLI_INTS, F(threads), F(nthreads), 1, 4096, BENCH_LIST_MAX, "-t", "1" },
+	{ "batchsize", 'b', REQ, BENCH_CLI_INTS, F(batches), F(nbatches), 1, 1 << 24, BENCH_LIST_MAX, "-b", "4096" },
+	{ "skipload", 's', NOARG, BENCH_CLI_FLAG, F(skip_load), 0, 0, 0, 0, "-s", NULL },
+	{ "online", 'o', NOARG, BENCH_CLI_FLAG, F(online), 0, 0, 0, 0, "--online", NULL },
+	{ "op", OPT_OP, REQ, BENCH_CLI_OWN, F(op), 0, 0, 0, 0, "--op", NULL },
+	{ "dbsize", OPT_DBSIZE, REQ, BENCH_CLI_U64, F(dbsize), 0, 1, UINT64_MAX, 0, "--dbsize", "1024" },
+	{ "keylength", OPT_KEYLEN, REQ, BENCH_CLI_OWN, F(keylen), 0, 0, BENCH_KEYLEN_MAX, 0, "--keylength", NULL },
+	{ "valuelength", OPT_VALLEN, REQ, BENCH_CLI_U32, F(vallen), 0, 0, BENCH_VALLEN_MAX, 0, "--valuelength", "8" },
+	{ "runtime", OPT_RUNTIME, REQ, BENCH_CLI_DOUBLE, F(runtime), 0, 0, 0, 0, "--runtime", "15" },
+	{ "op-workload", OPT_WORKLOAD, REQ, BENCH_CLI_OPS, F(wl_op), F(nwl), 0, 0, BENCH_OP_COUNT, "--op-workload", NULL },
+	{ "op-percent", OPT_PERCENT, REQ, BENCH_CLI_INTS, F(wl_pct), F(npct), 0, 100, BENCH_OP_COUNT, "--op-percent", NULL },
+	{ "itp", OPT_ITP, REQ, BENCH_CLI_INT, F(itp), 0, 1, 1 << 20, 0, "--itp", "1" },
+	{ "rate", OPT_RATE, REQ, BENCH_CLI_RATES, F(rates), F(nrates), 0, 0, BENCH_LIST_MAX, "--rate", NULL },
+	{ "zipf", OPT_ZIPF, optional_argument, BENCH_CLI_OWN, F(theta), 0, 0, 0, 0, "--zipf (0 < THETA <= 10)", NULL },
+	{ "conns-per-thread", OPT_CONNS, REQ, BENCH_CLI_INT, F(conns), 0, 1, 4096, 0, "--conns-per-thread", "1" },
+	{ "client", OPT_CLIENT, REQ, BENCH_CLI_OWN, F(client), 0, 0, 0, 0, "--client (native or inproc)", NULL },
+	{ "csv", OPT_CSV, REQ, BENCH_CLI_STR, F(csv), 0, 0, 0, 0, "--csv", NULL },
+	{ "json", OPT_JSON, REQ, BENCH_CLI_STR, F(json), 0, 0, 0, 0, "--json", NULL },
+	{ "plot", OPT_PLOT, REQ, BENCH_CLI_STR, F(plot), 0, 0, 0, 0, "--plot", NULL },
+	{ "server-pid", OPT_PID, REQ, BENCH_CLI_OWN, F(server_pid), 0, 1, INT32_MAX, 0, "--server-pid", NULL },
+	{ "seed", OPT_SEED, REQ, BENCH_CLI_U64, F(seed), 0, 0, UINT64_MAX, 0, "--seed", "1" },
+	{ "memory", OPT_MEMORY, REQ, BENCH_CLI_SIZE, F(memory), 0, 0, 0, 0, "--memory", "16g" },
+	{ "page", OPT_PAGE, REQ, BENCH_CLI_SIZE, F(page), 0, 0, 0, 0, "--page", "32m" },
+	{ "index", OPT_INDEX, REQ, BENCH_CLI_SIZE, F(index), 0, 0, 0, 0, "--index", "128m" },
+	{ "mutable-percent", OPT_MUTABLE, REQ, BENCH_CLI_INT, F(mutable_percent), 0, 0, 100, 0, "--mutable-percent", "90" },
+	{ "quiet", OPT_QUIET, NOARG, BENCH_CLI_FLAG, F(quiet), 0, 0, 0, 0, "--quiet", NULL },
+	{ "help", OPT_HELP, NOARG, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help", NULL },
 };
 #undef F
 #undef REQ
 #undef NOARG
 #define NFLAGS ((int)SPW_ARRAY_LEN(bench_flags))
 
+/* The rows' defaults, and those of the flags the table's kinds cannot hold. */
 static void opts_defaults(bench_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->host = "127.0.0.1";
 	o->port = "6379";
 	o->op = BENCH_OP_GET;
-	o->dbsize = 1024;
 	o->keylen = 8;
-	o->vallen = 8;
-	o->runtime = 15;
-	o->threads[0] = 1;
-	o->nthreads = 1;
-	o->batches[0] = 4096;
-	o->nbatches = 1;
-	o->itp = 1;
-	o->conns = 1;
-	o->seed = 1;
-	o->memory = 16ULL << 30;
-	o->page = 32ULL << 20;
-	o->index = 128ULL << 20;
-	o->mutable_percent = 90;
+	if (bench_cli_defaults(bench_flags, NFLAGS, o) < 0)
+		abort();   /* a default in the table that its own row refuses */
 }
 
 static bool looks_numeric(const char *s)

@@ -66,42 +66,31 @@ static void usage(FILE *f)
 
 #define F(field) offsetof(bench_opts, field)
 #define REQ required_argument
-/* name, key, argument, kind, field, count field, lo, hi, list max, label */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* name, key, argument, kind, field, count field, lo, hi, list max, label, default (segment: 0 = one
+ * file holding the whole set, worked out after parsing) */
 static const bench_cli devbench_flags[] = {
-	{ "backend", 'b', REQ, BENCH_CLI_STR, F(backend), 0, 0, 0, 0, "--backend" },
-	{ "dir", 'd', REQ, BENCH_CLI_STR, F(dir), 0, 0, 0, 0, "--dir" },
-	{ "size", 's', REQ, BENCH_CLI_SIZE, F(size), 0, 0, 0, 0, "--size" },
-	{ "bs", 'B', REQ, BENCH_CLI_SIZE, F(bs), 0, 0, 0, 0, "--bs" },
-	{ "qd", 'q', REQ, BENCH_CLI_INT, F(qd), 0, 1, 65536, 0, "--qd" },
-	{ "threads", 't', REQ, BENCH_CLI_INT, F(threads), 0, 1, 256, 0, "--threads" },
-	{ "runtime", 'r', REQ, BENCH_CLI_INT, F(runtime), 0, 1, 86400, 0, "--runtime" },
-	{ "rw", 'w', REQ, BENCH_CLI_STR, F(rw_arg), 0, 0, 0, 0, "--rw" },
-	{ "segment", 'S', REQ, BENCH_CLI_SIZE, F(segment), 0, 0, 0, 0, "--segment" },
-	{ "completion-threads", 'c', REQ, BENCH_CLI_INT, F(completion_threads), 0, 0, 256, 0, "--completion-threads" },
-	{ "throttle", 'T', REQ, BENCH_CLI_U32, F(throttle), 0, 1, 1 << 24, 0, "--throttle" },
-	{ "seed", 'e', REQ, BENCH_CLI_U64, F(seed), 0, 0, 1 << 30, 0, "--seed" },
-	{ "batch-submit", 'm', REQ, BENCH_CLI_INT, F(batch_submit), 0, 0, 65536, 0, "--batch-submit" },
-	{ "help", 'h', no_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help" },
+	{ "backend", 'b', REQ, BENCH_CLI_STR, F(backend), 0, 0, 0, 0, "--backend", "uring" },
+	{ "dir", 'd', REQ, BENCH_CLI_STR, F(dir), 0, 0, 0, 0, "--dir", NULL },
+	{ "size", 's', REQ, BENCH_CLI_SIZE, F(size), 0, 0, 0, 0, "--size", "1g" },
+	{ "bs", 'B', REQ, BENCH_CLI_SIZE, F(bs), 0, 0, 0, 0, "--bs", "4096" },
+	{ "qd", 'q', REQ, BENCH_CLI_INT, F(qd), 0, 1, 65536, 0, "--qd", "64" },
+	{ "threads", 't', REQ, BENCH_CLI_INT, F(threads), 0, 1, 256, 0, "--threads", "1" },
+	{ "runtime", 'r', REQ, BENCH_CLI_INT, F(runtime), 0, 1, 86400, 0, "--runtime", "10" },
+	{ "rw", 'w', REQ, BENCH_CLI_STR, F(rw_arg), 0, 0, 0, 0, "--rw", "randread" },
+	{ "segment", 'S', REQ, BENCH_CLI_SIZE, F(segment), 0, 0, 0, 0, "--segment", "0" },
+	{ "completion-threads", 'c', REQ, BENCH_CLI_INT, F(completion_threads), 0, 0, 256, 0, "--completion-threads", "0" },
+	{ "throttle", 'T', REQ, BENCH_CLI_U32, F(throttle), 0, 1, 1 << 24, 0, "--throttle", STR(DEV_THROTTLE_DEFAULT) },
+	{ "seed", 'e', REQ, BENCH_CLI_U64, F(seed), 0, 0, 1 << 30, 0, "--seed", "1" },
+	{ "batch-submit", 'm', REQ, BENCH_CLI_INT, F(batch_submit), 0, 0, 65536, 0, "--batch-submit", "1" },
+	{ "help", 'h', no_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help", NULL },
 };
 #undef F
 #undef REQ
+#undef STR
+#undef STR_
 #define NFLAGS ((int)SPW_ARRAY_LEN(devbench_flags))
-
-static void opts_defaults(bench_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->backend = "uring";
-	o->size = 1ULL << 30;
-	o->bs = 4096;
-	o->segment = 0;
-	o->qd = 64;
-	o->threads = 1;
-	o->runtime = 10;
-	o->throttle = DEV_THROTTLE_DEFAULT;
-	o->seed = 1;
-	o->batch_submit = 1;
-	o->rw_arg = "randread";
-}
 
 /* The flags by their rows (devbench_flags), then what they must satisfy together. 0 or -EINVAL. */
 static int parse_opts(int argc, char **argv, bench_opts *o)
@@ -109,7 +98,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
 	struct option lo[NFLAGS + 1];
 	int c, rc;
 
-	opts_defaults(o);
+	memset(o, 0, sizeof(*o));
+	if (bench_cli_defaults(devbench_flags, NFLAGS, o) < 0)
+		abort();   /* a default in the table that its own row refuses */
 	bench_cli_longopts(devbench_flags, NFLAGS, lo);
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		const bench_cli *d = bench_cli_find(devbench_flags, NFLAGS, c);

@@ -2,7 +2,8 @@
  * test_cli.c - the flag table both benchmark programs parse their command lines by (bench_cli):
  * every kind stores its value at its row's field, numbers outside a row's range and malformed
  * values are refused without touching the field's value, lists count their entries and refuse one
- * too many, aliases find their first row, and getopt's table is built row for row.
+ * too many, aliases find their first row, defaults are stored as if given (the tool's own rows
+ * skipped), and getopt's table is built row for row.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,18 +32,18 @@ typedef struct opts {
 
 #define F(field) offsetof(opts, field)
 static const bench_cli rows[] = {
-	{ "flag", 'f', no_argument, BENCH_CLI_FLAG, F(flag), 0, 0, 0, 0, "--flag" },
-	{ "str", 's', required_argument, BENCH_CLI_STR, F(str), 0, 0, 0, 0, "--str" },
-	{ "int", 256, required_argument, BENCH_CLI_INT, F(i), 0, 1, 100, 0, "--int" },
-	{ "u32", 257, required_argument, BENCH_CLI_U32, F(u32), 0, 0, 1 << 24, 0, "--u32" },
-	{ "u64", 258, required_argument, BENCH_CLI_U64, F(u64), 0, 1, 1000, 0, "--u64" },
-	{ "size", 259, required_argument, BENCH_CLI_SIZE, F(size), 0, 0, 0, 0, "--size" },
-	{ "double", 260, required_argument, BENCH_CLI_DOUBLE, F(d), 0, 0, 0, 0, "--double" },
-	{ "ints", 't', required_argument, BENCH_CLI_INTS, F(ints), F(nints), 1, 9, 4, "-t" },
-	{ "rates", 261, required_argument, BENCH_CLI_RATES, F(rates), F(nrates), 0, 0, 4, "--rates" },
-	{ "ops", 262, required_argument, BENCH_CLI_OPS, F(ops), F(nops), 0, 0, 4, "--ops" },
-	{ "own", 263, required_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--own" },
-	{ "alias", 's', required_argument, BENCH_CLI_STR, F(str), 0, 0, 0, 0, "--alias" },
+	{ "flag", 'f', no_argument, BENCH_CLI_FLAG, F(flag), 0, 0, 0, 0, "--flag", NULL },
+	{ "str", 's', required_argument, BENCH_CLI_STR, F(str), 0, 0, 0, 0, "--str", "dflt" },
+	{ "int", 256, required_argument, BENCH_CLI_INT, F(i), 0, 1, 100, 0, "--int", "5" },
+	{ "u32", 257, required_argument, BENCH_CLI_U32, F(u32), 0, 0, 1 << 24, 0, "--u32", NULL },
+	{ "u64", 258, required_argument, BENCH_CLI_U64, F(u64), 0, 1, 1000, 0, "--u64", "10" },
+	{ "size", 259, required_argument, BENCH_CLI_SIZE, F(size), 0, 0, 0, 0, "--size", "1k" },
+	{ "double", 260, required_argument, BENCH_CLI_DOUBLE, F(d), 0, 0, 0, 0, "--double", NULL },
+	{ "ints", 't', required_argument, BENCH_CLI_INTS, F(ints), F(nints), 1, 9, 4, "-t", "3,4" },
+	{ "rates", 261, required_argument, BENCH_CLI_RATES, F(rates), F(nrates), 0, 0, 4, "--rates", NULL },
+	{ "ops", 262, required_argument, BENCH_CLI_OPS, F(ops), F(nops), 0, 0, 4, "--ops", "PING" },
+	{ "own", 263, required_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--own", "not applied" },
+	{ "alias", 's', required_argument, BENCH_CLI_STR, F(str), 0, 0, 0, 0, "--alias", NULL },
 };
 #undef F
 #define NROWS ((int)SPW_ARRAY_LEN(rows))
@@ -121,6 +122,29 @@ static void test_cli_lists_count_entries_and_refuse_one_too_many(void **state)
 	assert_int_equal(bench_cli_apply(row(262), "GET,NOPE", &o), -EINVAL);
 }
 
+static void test_cli_defaults_are_stored_as_if_given_and_own_rows_skipped(void **state)
+{
+	(void)state;
+	opts o;
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(bench_cli_defaults(rows, NROWS, &o), 0);
+	assert_false(o.flag);
+	assert_string_equal(o.str, "dflt");
+	assert_int_equal(o.i, 5);
+	assert_int_equal(o.u64, 10);
+	assert_int_equal(o.size, 1024);
+	assert_int_equal(o.nints, 2);
+	assert_int_equal(o.ints[1], 4);
+	assert_int_equal(o.nops, 1);
+	assert_int_equal(o.ops[0], BENCH_OP_PING);
+	assert_int_equal(o.nrates, 0);
+
+	static const bench_cli bad[] = {
+		{ "int", 256, required_argument, BENCH_CLI_INT, offsetof(opts, i), 0, 1, 100, 0, "--int", "0" },
+	};
+	assert_int_equal(bench_cli_defaults(bad, 1, &o), -EINVAL);
+}
+
 static void test_cli_builds_getopts_table_row_for_row(void **state)
 {
 	(void)state;
@@ -143,6 +167,7 @@ int main(void)
 		cmocka_unit_test(test_cli_scalar_kinds_store_at_their_field),
 		cmocka_unit_test(test_cli_refuses_values_out_of_range_or_malformed),
 		cmocka_unit_test(test_cli_lists_count_entries_and_refuse_one_too_many),
+		cmocka_unit_test(test_cli_defaults_are_stored_as_if_given_and_own_rows_skipped),
 		cmocka_unit_test(test_cli_builds_getopts_table_row_for_row),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
