@@ -1,14 +1,17 @@
 /*
  * bench.h - spillway-bench's parts, shared between its files and with tests/bench.
  *
- * Library part (bench_hist.c, bench_zipf.c, bench_req.c: library spw_bench, unit-tested alone):
+ * Library part (bench_hist.c, bench_zipf.c, bench_req.c, bench_cli.c: library spw_bench, unit-tested
+ * alone):
  *   - bench_hist: an HdrHistogram-style log-linear latency histogram (fixed memory, no allocation
  *     after bench_hist_init);
  *   - bench_rng / bench_zipf: a per-thread random generator and an exact Zipf generator;
  *   - the key space (deterministic keys and values), the request encoder and batch builder, and the
- *     reply checker that makes a broken server fail loudly instead of posting a fast number.
- * Tool part (bench_net.c, bench_inproc.c, bench_out.c, bench_main.c: the executable only): the
- * native pipelined client, the in-process client, output, and the driver (see bench_main.c's notes).
+ *     reply checker that makes a broken server fail loudly instead of posting a fast number;
+ *   - bench_cli: the flag table both tools (spillway-bench, spillway-devbench) parse their options by.
+ * Tool part (bench_opts.c, bench_net.c, bench_inproc.c, bench_out.c, bench_main.c: the executable
+ * only): its flags, the native pipelined client, the in-process client, output, and the driver (see
+ * bench_main.c's notes).
  *
  * All functions return 0 or a count on success and -errno on failure, like the rest of Spillway.
  */
@@ -128,8 +131,8 @@ static inline double bench_rng_double(bench_rng *r) { return (double)(bench_rng_
  * YCSB/Resp.benchmark default). Drawn exactly, in O(1) expected time and with O(1) set-up (no
  * zeta(n) sum), by Hoermann and Derflinger's rejection-inversion ("Rejection-inversion to generate
  * variates from monotone discrete distributions", ACM TOMACS 1996). Rank 0 is the hottest key.
- * (Gray et al.'s method, which YCSB and Resp.benchmark use, is only approximate: at theta 0.99 and
- * n = 1000 it draws ranks 2..9 about 9% too often.)
+ * (Gray et al.'s method, which YCSB and Resp.benchmark use, is only approximate: it over-draws the
+ * ranks just below the hottest; docs/BENCHMARKS.md appendix F has by how much.)
  */
 typedef struct bench_zipf {
 	uint64_t n;
@@ -267,5 +270,55 @@ void bench_check_note(bench_check *c, int kind, int op, uint64_t key, const char
 /* Parse an aggregate header "*<n>\r\n" at p: RESP_OK with *consumed and *count (-1 for a null
  * array), RESP_INCOMPLETE, or RESP_EPROTO when p is not an array header. */
 int bench_array_header(const char *p, size_t len, size_t *consumed /* out */, int64_t *count /* out */);
+
+/* ---------------- command-line options (bench_cli.c) ---------------- */
+
+/*
+ * Both tools declare their flags once, as a table of bench_cli rows: getopt's long-option table is
+ * built from it (bench_cli_longopts) and a flag's value is parsed and stored by its row's kind
+ * (bench_cli_apply), so a new flag is one row. Values land at an offset in the tool's options struct.
+ */
+enum bench_cli_kind {
+	BENCH_CLI_OWN,            /* the tool handles it itself (bench_cli_apply returns -ENOTSUP) */
+	BENCH_CLI_FLAG,           /* bool, set true; no value */
+	BENCH_CLI_STR,            /* const char *, the argument itself */
+	BENCH_CLI_INT,            /* int in [lo, hi] (strtol) */
+	BENCH_CLI_U32,            /* uint32_t in [lo, hi] (strtol) */
+	BENCH_CLI_U64,            /* uint64_t in [lo, hi], decimal, no sign */
+	BENCH_CLI_DOUBLE,         /* double, not NaN */
+	BENCH_CLI_SIZE,           /* uint64_t with a k/m/g/t suffix (spw_parse_size) */
+	BENCH_CLI_INTS,           /* "1,2,4": ints in [lo, hi], at most max, count in the int at count_off */
+	BENCH_CLI_RATES,          /* "1e5,2e5": doubles > 0, as INTS */
+	BENCH_CLI_OPS,            /* "GET,SET": bench_op_parse values, as INTS */
+};
+
+typedef struct bench_cli {
+	const char *name;         /* the long flag, without "--" */
+	int key;                  /* what getopt returns for it: a short letter or a code >= 256 */
+	int has_arg;              /* getopt's no_argument, required_argument, optional_argument */
+	int kind;                 /* BENCH_CLI_* */
+	size_t off;               /* of the value in the options struct */
+	size_t count_off;         /* list kinds: of the entry count */
+	uint64_t lo, hi;          /* number kinds: the accepted range */
+	int max;                  /* list kinds: entries at most */
+	const char *label;        /* how messages name the flag ("--port", "-t") */
+	const char *def;          /* the default, written as on the command line; NULL: none (or the
+	                           * tool's own, for BENCH_CLI_OWN rows) */
+} bench_cli;
+
+/* Fill out[0..n] (n rows plus the zero terminator) for getopt_long. out has n + 1 entries. */
+struct option;
+void bench_cli_longopts(const bench_cli *defs, int n, struct option *out);
+/* Store every row's default (def) in opts, as if given on the command line; OWN rows are skipped.
+ * 0, or -EINVAL when a default does not parse (a mistake in the table). */
+int bench_cli_defaults(const bench_cli *defs, int n, void *opts);
+/* The row whose key is key (the first, for aliases), or NULL. */
+const bench_cli *bench_cli_find(const bench_cli *defs, int n, int key);
+/* Parse arg by d's kind into opts + d->off: 0, -EINVAL for a bad value, -ENOTSUP for BENCH_CLI_OWN. */
+int bench_cli_apply(const bench_cli *d, const char *arg, void *opts);
+/* The number parsers the kinds use, for the tools' own flags. 0 or -EINVAL. */
+int bench_parse_int(const char *s, long lo, long hi, int *out);
+int bench_parse_u64(const char *s, uint64_t *out);
+int bench_parse_double(const char *s, double *out);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * One "run" is one result row: `threads` worker threads, each with its own connections (native) or
  * store session (inproc), set up before the clock starts, released together, stopped together.
- * The driver (bench_main.c) owns the run; a client (bench_net.c, bench_inproc.c) supplies the
+ * The driver (bench_main.c) owns the run; bench_opts.c its flags; a client (bench_net.c, bench_inproc.c) supplies the
  * worker bodies; bench_out.c turns runs into rows, tables, CSV, JSON and plots.
  */
 #ifndef SPW_BENCH_INT_H
@@ -27,6 +27,7 @@ typedef struct bench_opts {
 	const char *port;
 	const char *password;
 	int op;                       /* --op: offline op, and the load op when SET or MSET */
+	bool op_given;
 	uint64_t dbsize;
 	uint32_t keylen, vallen;
 	bool keylen_given;
@@ -34,7 +35,8 @@ typedef struct bench_opts {
 	int threads[BENCH_LIST_MAX], nthreads;
 	int batches[BENCH_LIST_MAX], nbatches;
 	bool skip_load, online;
-	int wl_op[BENCH_OP_COUNT], wl_pct[BENCH_OP_COUNT], nwl;
+	int wl_op[BENCH_OP_COUNT], nwl;
+	int wl_pct[BENCH_OP_COUNT], npct;   /* --op-percent: one share per --op-workload op */
 	int itp;
 	double rates[BENCH_LIST_MAX];
 	int nrates;
@@ -48,6 +50,9 @@ typedef struct bench_opts {
 	int mutable_percent;
 	bool quiet;                   /* no progress or interval lines */
 } bench_opts;
+
+/* Parse and check the command line (bench_opts.c). 0, or -EINVAL after a message on stderr. */
+int bench_opts_parse(int argc, char **argv, bench_opts *o);
 
 /* One result row. Latencies in microseconds; NAN where a column does not apply. */
 typedef struct bench_row {

@@ -16,7 +16,9 @@
  *  2. One row = one bench_run: worker threads set up everything they need (connections, batches,
  *     buffers) and wait on a barrier; the clock and the server CPU reading start when all are
  *     ready; the main thread then only sleeps, reports, and finally sets run->stop. A worker that
- *     fails to set up aborts the row before anything is measured.
+ *     fails to set up aborts the row before anything is measured. run_row's steps, in order:
+ *     run_init, run_workers_alloc, run_start (threads and the gate), run_wait, run_stop (join and
+ *     gather), row_fill, row_report, run_free.
  *  3. Online reporting without sharing counters: every 2 s the main thread bumps run->epoch; each
  *     worker, between rounds, swaps its two histograms and publishes the full one
  *     (bench_worker_publish); the main thread merges what was published into the interval and
@@ -56,334 +58,6 @@ static void on_sigint(int sig)
 {
 	(void)sig;
 	g_interrupted = 1;
-}
-
-/* ---------------- options ---------------- */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-	"usage: spillway-bench [options]\n"
-	"  -h, --host HOST              server address (default 127.0.0.1)\n"
-	"  -p, --port PORT              server port (default 6379)\n"
-	"  -a, --password PW            send AUTH PW on every connection (alias --auth)\n"
-	"      --client native|inproc   native: pipelined RESP over TCP (default); inproc: run the store\n"
-	"                               (log/hlog) in this process, no TCP, to measure its CPU per op\n"
-	"      --op OP                  GET SET MGET MSET INCR DEL EXISTS PING (default GET)\n"
-	"      --dbsize N               keys 0..N-1 (default 1024)\n"
-	"      --keylength K            key bytes, zero-padded decimal (default 8, or the digits of N-1;\n"
-	"                               0 = just the digits)\n"
-	"      --valuelength V          value bytes (default 8; 0 = the value is the key)\n"
-	"      --runtime S              seconds per row (default 15; 0 = load only; -1 = until Ctrl-C)\n"
-	"  -t, --threads LIST           worker threads, comma separated: one row each (default 1)\n"
-	"  -b, --batchsize LIST         offline: requests per batch (MGET/MSET: keys per command) (default 4096)\n"
-	"  -s, --skipload               skip the load phase (the keys are already there)\n"
-	"      --online                 latency mode: --itp requests in flight per connection\n"
-	"      --op-workload LIST       online ops (default: --op)\n"
-	"      --op-percent LIST        their shares, summing to 100\n"
-	"      --itp K                  requests in flight per connection (default 1)\n"
-	"      --rate LIST              paced open loop at R ops/s in total (implies --online); one row each\n"
-	"      --zipf [THETA]           Zipf key choice, P(key k) ~ 1/(k+1)^THETA, 0 < THETA <= 10\n"
-	"                               (default 0.99 when given alone)\n"
-	"      --conns-per-thread C     connections per thread (default 1)\n"
-	"      --csv FILE, --json FILE  write the rows\n"
-	"      --plot FILE.png          throughput or latency chart (needs gnuplot)\n"
-	"      --server-pid PID         add the server's CPU seconds and CPU us per op (from /proc)\n"
-	"      --seed N                 random seed (default 1)\n"
-	"      --memory --page --index --mutable-percent   inproc store sizing, as spillway-server\n"
-	"      --quiet                  no progress or interval lines\n"
-	"      --help\n");
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (!*s || *end || errno || s[0] == '-')
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || errno || v < lo || v > hi)
-		return -EINVAL;
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_double(const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (!*s || *end || errno || isnan(v))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* "1,2,4" into ints in [lo, hi]. Count or -EINVAL. */
-static int parse_int_list(const char *s, int lo, int hi, int *out, int max)
-{
-	int n = 0;
-	char buf[512];
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == max || parse_int(tok, lo, hi, &out[n]) < 0)
-			return -EINVAL;
-		n++;
-	}
-	return n ? n : -EINVAL;
-}
-
-static int parse_rate_list(const char *s, double *out, int max)
-{
-	int n = 0;
-	char buf[512];
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == max || parse_double(tok, &out[n]) < 0 || !(out[n] > 0))
-			return -EINVAL;
-		n++;
-	}
-	return n ? n : -EINVAL;
-}
-
-static int parse_op_list(const char *s, int *out, int max)
-{
-	int n = 0;
-	char buf[512];
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == max || (out[n] = bench_op_parse(tok)) < 0)
-			return -EINVAL;
-		n++;
-	}
-	return n ? n : -EINVAL;
-}
-
-static bool looks_numeric(const char *s)
-{
-	double d;
-	return s && parse_double(s, &d) == 0;
-}
-
-enum {
-	OPT_OP = 256, OPT_DBSIZE, OPT_KEYLEN, OPT_VALLEN, OPT_RUNTIME, OPT_WORKLOAD, OPT_PERCENT, OPT_ITP, OPT_RATE,
-	OPT_ZIPF, OPT_CONNS, OPT_CLIENT, OPT_CSV, OPT_JSON, OPT_PLOT, OPT_PID, OPT_SEED, OPT_MEMORY, OPT_PAGE,
-	OPT_INDEX, OPT_MUTABLE, OPT_QUIET, OPT_HELP,
-};
-
-/* 0, or -EINVAL after a message on stderr. */
-static int opts_parse(int argc, char **argv, bench_opts *o)
-{
-	static const struct option lo[] = {
-		{ "host", required_argument, 0, 'h' }, { "port", required_argument, 0, 'p' },
-		{ "password", required_argument, 0, 'a' }, { "auth", required_argument, 0, 'a' },
-		{ "threads", required_argument, 0, 't' }, { "batchsize", required_argument, 0, 'b' },
-		{ "skipload", no_argument, 0, 's' }, { "online", no_argument, 0, 'o' },
-		{ "op", required_argument, 0, OPT_OP }, { "dbsize", required_argument, 0, OPT_DBSIZE },
-		{ "keylength", required_argument, 0, OPT_KEYLEN }, { "valuelength", required_argument, 0, OPT_VALLEN },
-		{ "runtime", required_argument, 0, OPT_RUNTIME }, { "op-workload", required_argument, 0, OPT_WORKLOAD },
-		{ "op-percent", required_argument, 0, OPT_PERCENT }, { "itp", required_argument, 0, OPT_ITP },
-		{ "rate", required_argument, 0, OPT_RATE }, { "zipf", optional_argument, 0, OPT_ZIPF },
-		{ "conns-per-thread", required_argument, 0, OPT_CONNS }, { "client", required_argument, 0, OPT_CLIENT },
-		{ "csv", required_argument, 0, OPT_CSV }, { "json", required_argument, 0, OPT_JSON },
-		{ "plot", required_argument, 0, OPT_PLOT }, { "server-pid", required_argument, 0, OPT_PID },
-		{ "seed", required_argument, 0, OPT_SEED }, { "memory", required_argument, 0, OPT_MEMORY },
-		{ "page", required_argument, 0, OPT_PAGE }, { "index", required_argument, 0, OPT_INDEX },
-		{ "mutable-percent", required_argument, 0, OPT_MUTABLE }, { "quiet", no_argument, 0, OPT_QUIET },
-		{ "help", no_argument, 0, OPT_HELP }, { 0, 0, 0, 0 },
-	};
-	int pct_n = 0, pct[BENCH_OP_COUNT];
-	bool op_given = false;
-	uint64_t u;
-	int c, v;
-
-	memset(o, 0, sizeof(*o));
-	o->host = "127.0.0.1";
-	o->port = "6379";
-	o->op = BENCH_OP_GET;
-	o->dbsize = 1024;
-	o->keylen = 8;
-	o->vallen = 8;
-	o->runtime = 15;
-	o->threads[0] = 1;
-	o->nthreads = 1;
-	o->batches[0] = 4096;
-	o->nbatches = 1;
-	o->itp = 1;
-	o->conns = 1;
-	o->seed = 1;
-	o->memory = 16ULL << 30;
-	o->page = 32ULL << 20;
-	o->index = 128ULL << 20;
-	o->mutable_percent = 90;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h:p:a:t:b:so", lo, NULL)) != -1) {
-		const char *bad = NULL;
-		switch (c) {
-		case 'h': o->host = optarg; break;
-		case 'p': if (parse_int(optarg, 1, 65535, &v) < 0) bad = "--port"; else o->port = optarg; break;
-		case 'a': o->password = optarg; break;
-		case 't':
-			if ((o->nthreads = parse_int_list(optarg, 1, 4096, o->threads, BENCH_LIST_MAX)) < 0)
-				bad = "-t";
-			break;
-		case 'b':
-			if ((o->nbatches = parse_int_list(optarg, 1, 1 << 24, o->batches, BENCH_LIST_MAX)) < 0)
-				bad = "-b";
-			break;
-		case 's': o->skip_load = true; break;
-		case 'o': o->online = true; break;
-		case OPT_OP:
-			if ((o->op = bench_op_parse(optarg)) < 0)
-				bad = "--op";
-			op_given = true;
-			break;
-		case OPT_DBSIZE: if (parse_u64(optarg, &o->dbsize) < 0 || !o->dbsize) bad = "--dbsize"; break;
-		case OPT_KEYLEN:
-			if (parse_int(optarg, 0, BENCH_KEYLEN_MAX, &v) < 0)
-				bad = "--keylength";
-			o->keylen = (uint32_t)v;
-			o->keylen_given = true;
-			break;
-		case OPT_VALLEN:
-			if (parse_int(optarg, 0, (long)BENCH_VALLEN_MAX, &v) < 0)
-				bad = "--valuelength";
-			o->vallen = (uint32_t)v;
-			break;
-		case OPT_RUNTIME: if (parse_double(optarg, &o->runtime) < 0) bad = "--runtime"; break;
-		case OPT_WORKLOAD:
-			if ((o->nwl = parse_op_list(optarg, o->wl_op, BENCH_OP_COUNT)) < 0)
-				bad = "--op-workload";
-			break;
-		case OPT_PERCENT:
-			if ((pct_n = parse_int_list(optarg, 0, 100, pct, BENCH_OP_COUNT)) < 0)
-				bad = "--op-percent";
-			break;
-		case OPT_ITP: if (parse_int(optarg, 1, 1 << 20, &o->itp) < 0) bad = "--itp"; break;
-		case OPT_RATE:
-			if ((o->nrates = parse_rate_list(optarg, o->rates, BENCH_LIST_MAX)) < 0)
-				bad = "--rate";
-			break;
-		case OPT_ZIPF:
-			o->theta = 0.99;
-			if (!optarg && optind < argc && looks_numeric(argv[optind]))
-				optarg = argv[optind++];
-			if (optarg && (parse_double(optarg, &o->theta) < 0 || !(o->theta > 0 && o->theta <= 10)))
-				bad = "--zipf (0 < THETA <= 10)";
-			break;
-		case OPT_CONNS: if (parse_int(optarg, 1, 4096, &o->conns) < 0) bad = "--conns-per-thread"; break;
-		case OPT_CLIENT:
-			if (strcasecmp(optarg, "native") == 0 || strcasecmp(optarg, "LightClient") == 0)
-				o->client = BENCH_CLIENT_NATIVE;
-			else if (strcasecmp(optarg, "inproc") == 0)
-				o->client = BENCH_CLIENT_INPROC;
-			else
-				bad = "--client (native or inproc)";
-			break;
-		case OPT_CSV: o->csv = optarg; break;
-		case OPT_JSON: o->json = optarg; break;
-		case OPT_PLOT: o->plot = optarg; break;
-		case OPT_PID:
-			if (parse_u64(optarg, &u) < 0 || u == 0 || u > INT32_MAX)
-				bad = "--server-pid";
-			o->server_pid = (pid_t)u;
-			break;
-		case OPT_SEED: if (parse_u64(optarg, &o->seed) < 0) bad = "--seed"; break;
-		case OPT_MEMORY: if (spw_parse_size(optarg, &o->memory) < 0) bad = "--memory"; break;
-		case OPT_PAGE: if (spw_parse_size(optarg, &o->page) < 0) bad = "--page"; break;
-		case OPT_INDEX: if (spw_parse_size(optarg, &o->index) < 0) bad = "--index"; break;
-		case OPT_MUTABLE: if (parse_int(optarg, 0, 100, &o->mutable_percent) < 0) bad = "--mutable-percent"; break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_HELP: usage(stdout); exit(0);
-		case ':':
-			fprintf(stderr, "spillway-bench: %s needs a value\n", argv[optind - 1]);
-			return -EINVAL;
-		default:
-			fprintf(stderr, "spillway-bench: unknown option %s (see --help)\n", argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (bad) {
-			fprintf(stderr, "spillway-bench: bad value for %s: '%s'\n", bad, optarg ? optarg : "");
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "spillway-bench: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
-
-	/* Key length: Resp.benchmark's default 8, widened when dbsize needs more digits. */
-	uint32_t digits = bench_key_digits(o->dbsize);
-	if (!o->keylen_given)
-		o->keylen = SPW_MAX(8u, digits);
-	else if (o->keylen != 0 && o->keylen < digits) {
-		fprintf(stderr, "spillway-bench: --keylength %u cannot hold %llu keys (needs %u digits)\n", o->keylen,
-		        (unsigned long long)o->dbsize, digits);
-		return -EINVAL;
-	}
-	if (o->nrates)
-		o->online = true;
-	if (o->nwl == 0) {
-		o->wl_op[0] = o->op;
-		o->nwl = 1;
-		if (pct_n > 1) {
-			fprintf(stderr, "spillway-bench: --op-percent needs --op-workload\n");
-			return -EINVAL;
-		}
-		pct[0] = 100;
-		pct_n = 1;
-	} else if (pct_n == 0 && o->nwl == 1) {
-		pct[0] = 100;
-		pct_n = 1;
-	} else if (!op_given) {
-		o->op = o->wl_op[0];
-	}
-	if (pct_n != o->nwl) {
-		fprintf(stderr, "spillway-bench: --op-workload has %d ops but --op-percent %d shares\n", o->nwl, pct_n);
-		return -EINVAL;
-	}
-	int sum = 0;
-	for (int i = 0; i < pct_n; i++)
-		sum += pct[i];
-	if (sum != 100) {
-		fprintf(stderr, "spillway-bench: --op-percent must sum to 100 (it sums to %d)\n", sum);
-		return -EINVAL;
-	}
-	memcpy(o->wl_pct, pct, sizeof(pct));
-	if (o->online) {
-		for (int i = 0; i < o->nwl; i++)
-			if (bench_op_multi(o->wl_op[i])) {
-				fprintf(stderr, "spillway-bench: --online runs single-key ops (and PING); %s is offline only\n",
-				        bench_op_name(o->wl_op[i]));
-				return -EINVAL;
-			}
-	}
-	if (o->client == BENCH_CLIENT_INPROC && o->skip_load) {
-		fprintf(stderr, "spillway-bench: -s with --client inproc: the in-process store starts empty\n");
-		return -EINVAL;
-	}
-	if (o->client == BENCH_CLIENT_INPROC && o->server_pid) {
-		fprintf(stderr, "spillway-bench: --server-pid with --client inproc: the store runs in this process "
-		        "(its CPU is reported anyway)\n");
-		return -EINVAL;
-	}
-	return 0;
 }
 
 /* ---------------- runs ---------------- */
@@ -491,253 +165,304 @@ static double ns_to_us(int64_t ns)
 	return (double)ns / 1e3;
 }
 
-/* Run one row and append it. Returns 0, 1 when the row failed (a worker could not connect or lost
- * its connection: the sweep stops there), or -errno. */
-static int run_row(bench_ctx *ctx, int mode, int threads, int batch, double rate)
+/* What a row's workers leave behind, gathered once they are joined. */
+typedef struct run_result {
+	bench_check check;            /* the workers' reply checks, merged */
+	uint64_t t_end_ns;            /* the last worker's stop */
+	double thread_cpu;            /* inproc: the workers' CPU seconds */
+	int64_t cpu0, cpu1;           /* --server-pid: the server's CPU ticks at the start and the stop */
+	bool failed;
+} run_result;
+
+/* The run's parameters, its workload thresholds, and whether a nil reply is allowed (DEL runs). */
+static void run_init(bench_run *r, const bench_ctx *ctx, int mode, int threads, int batch, double rate)
 {
 	const bench_opts *o = ctx->o;
-	bench_run r;
-	bench_hist total, interval;
-	bench_row row;
-	int rc = 0, created = 0;
-	bool hist_ok = false, gate = false;
-
-	memset(&r, 0, sizeof(r));
-	memset(&row, 0, sizeof(row));
-	r.o = o;
-	r.ks = ctx->ks;
-	r.mode = mode;
-	r.threads = threads;
-	r.batch = batch;
-	r.conns = o->conns;
-	r.itp = o->itp;
-	r.rate = rate;
-	r.store = ctx->store;
-	r.nwl = o->nwl;
+	memset(r, 0, sizeof(*r));
+	r->o = o;
+	r->ks = ctx->ks;
+	r->mode = mode;
+	r->threads = threads;
+	r->batch = batch;
+	r->conns = o->conns;
+	r->itp = o->itp;
+	r->rate = rate;
+	r->store = ctx->store;
+	r->nwl = o->nwl;
 	uint32_t cum = 0;
 	for (int i = 0; i < o->nwl; i++) {
-		r.wl_op[i] = o->wl_op[i];
+		r->wl_op[i] = o->wl_op[i];
 		cum += (uint32_t)o->wl_pct[i];
-		r.wl_cum[i] = cum;
+		r->wl_cum[i] = cum;
 	}
 	bool deletes = false;
 	for (int i = 0; i < o->nwl && mode == BENCH_MODE_ONLINE; i++)
 		deletes |= o->wl_op[i] == BENCH_OP_DEL;
 	deletes |= mode == BENCH_MODE_OFFLINE && o->op == BENCH_OP_DEL;
-	r.allow_missing = deletes;
+	r->allow_missing = deletes;
+}
 
+/* The workers' slots: seeds, load key ranges, histograms. 0 or -ENOMEM (run_free cleans up). */
+static int run_workers_alloc(bench_run *r, const bench_ctx *ctx)
+{
+	r->w = calloc((size_t)r->threads, sizeof(*r->w));
+	if (!r->w)
+		return -ENOMEM;
+	for (int i = 0; i < r->threads; i++) {
+		bench_worker *w = &r->w[i];
+		w->run = r;
+		w->idx = i;
+		bench_rng_seed(&w->rng, ctx->o->seed * 0x100000001b3ULL + (uint64_t)ctx->nrows * 7919 + (uint64_t)i);
+		w->check.allow_missing = r->allow_missing;
+		w->lo = ctx->ks->dbsize * (uint64_t)i / (uint64_t)r->threads;
+		w->hi = ctx->ks->dbsize * (uint64_t)(i + 1) / (uint64_t)r->threads;
+		if (r->mode != BENCH_MODE_LOAD &&
+		    (bench_hist_init(&w->h[0], BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0 ||
+		     bench_hist_init(&w->h[1], BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Start the worker threads and release them together (note 2): every started worker is set up,
+ * then the clock starts. Returns the threads started (fewer aborts the run). */
+static int run_start(bench_run *r, run_result *res)
+{
+	void *(*fn)(void *) = r->o->client == BENCH_CLIENT_INPROC ? bench_inproc_worker : bench_net_worker;
+	int created = 0;
+	for (; created < r->threads; created++) {
+		if (pthread_create(&r->w[created].tid, NULL, fn, &r->w[created]) != 0) {
+			fprintf(stderr, "spillway-bench: cannot start thread %d of %d\n", created + 1, r->threads);
+			atomic_store(&r->abort, true);
+			break;
+		}
+	}
+	pthread_mutex_lock(&r->mu);
+	while (r->nready < created)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	for (int i = 0; i < created; i++)
+		if (r->w[i].err)
+			atomic_store(&r->abort, true);
+	if (g_interrupted)
+		atomic_store(&r->abort, true);
+	res->cpu0 = r->o->server_pid ? bench_proc_cpu_ticks(r->o->server_pid) : 0;
+	pthread_mutex_lock(&r->mu);
+	r->t_start_ns = spw_mono_ns();
+	r->go = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	return created;
+}
+
+/* The main thread while the row runs: sleep, and every report period print an online interval
+ * (note 3) or the load's progress, until the runtime is up, every worker is done or Ctrl-C. */
+static void run_wait(bench_run *r, const bench_ctx *ctx, bench_hist *interval, bench_hist *total)
+{
+	const bench_opts *o = r->o;
+	int mode = r->mode;
+	bool online = mode == BENCH_MODE_ONLINE;
+	bool bar = mode == BENCH_MODE_LOAD && ctx->tty;   /* a terminal's bar moves every 200 ms */
+	uint64_t t0 = r->t_start_ns, next_report = t0 + (bar ? 200000000ULL : BENCH_REPORT_NS);
+	uint64_t deadline = o->runtime > 0 ? t0 + (uint64_t)(o->runtime * 1e9) : UINT64_MAX;
+	uint64_t last_report = t0;
+	if (online && !o->quiet)
+		bench_interval_header(stdout);
+	for (;;) {
+		uint64_t now = spw_mono_ns();
+		bool all_done = true;
+		for (int i = 0; i < r->threads; i++)
+			all_done &= atomic_load(&r->w[i].done);
+		if (g_interrupted || all_done || (mode != BENCH_MODE_LOAD && now >= deadline))
+			break;
+		if (now >= next_report) {
+			if (online) {
+				bench_hist_reset(interval);
+				run_collect(r, interval, total, true);
+				uint64_t t = spw_mono_ns();
+				if (!o->quiet)
+					bench_interval_print(stdout, (double)(t - t0) / 1e9, interval, total->total,
+					                     (double)interval->total * 1e9 / (double)(t - last_report));
+				last_report = t;
+				next_report += BENCH_REPORT_NS;
+			} else if (mode == BENCH_MODE_LOAD && !o->quiet) {
+				uint64_t done = 0;
+				for (int i = 0; i < r->threads; i++)
+					done += atomic_load_explicit(&r->w[i].loaded, memory_order_relaxed);
+				bench_progress(stderr, ctx->tty, done, ctx->ks->dbsize, (double)(now - t0) / 1e9);
+				next_report += bar ? 200000000ULL : BENCH_REPORT_NS;
+			} else {
+				next_report += BENCH_REPORT_NS;
+			}
+			continue;
+		}
+		uint64_t until = SPW_MIN(next_report, deadline);
+		sleep_ns(SPW_MIN(until - now, 50000000ULL));
+	}
+	if (mode == BENCH_MODE_LOAD && ctx->tty && !o->quiet)
+		fprintf(stderr, "\n");
+}
+
+/* Stop and join the workers, then gather: what was published and not yet merged, then what each
+ * worker still holds; ops, the end time, CPU and the first failure go into row and res. */
+static void run_stop(bench_run *r, int created, bench_hist *total, bench_row *row, run_result *res)
+{
+	atomic_store(&r->stop, true);
+	for (int i = 0; i < created; i++)
+		pthread_join(r->w[i].tid, NULL);
+	res->cpu1 = r->o->server_pid ? bench_proc_cpu_ticks(r->o->server_pid) : 0;
+	res->t_end_ns = r->t_start_ns;
+	res->failed = atomic_load(&r->abort);
+	if (r->mode != BENCH_MODE_LOAD)
+		run_collect(r, NULL, total, false);
+	for (int i = 0; i < created; i++) {
+		bench_worker *w = &r->w[i];
+		if (r->mode != BENCH_MODE_LOAD)
+			bench_hist_merge(total, &w->h[w->cur]);
+		bench_check_merge(&res->check, &w->check);
+		row->ops += w->ops;
+		res->t_end_ns = SPW_MAX(res->t_end_ns, w->t_end_ns);
+		res->thread_cpu += w->cpu_s;
+		if (w->err) {
+			res->failed = true;
+			fprintf(stderr, "spillway-bench: thread %d: %s\n", i, w->errmsg);
+			if (!row->first[0])
+				snprintf(row->first, sizeof(row->first), "%s", w->errmsg);
+		}
+	}
+	if (res->failed && !row->first[0] && g_interrupted)
+		snprintf(row->first, sizeof(row->first), "interrupted");
+}
+
+/* The row's columns from the run, its latency histogram and its results (note 4, note 5). */
+static void row_fill(bench_row *row, const bench_run *r, const bench_hist *total, const run_result *res)
+{
+	static const char *const mode_names[] = { "load", "offline", "online" };
+	const bench_opts *o = r->o;
+	int mode = r->mode;
+	snprintf(row->mode, sizeof(row->mode), "%s", mode_names[mode]);
+	row_op_name(o, mode, row->op, sizeof(row->op));
+	row->threads = r->threads;
+	row->batch = mode == BENCH_MODE_ONLINE ? 0 : r->batch;
+	row->conns = o->client == BENCH_CLIENT_INPROC ? 0 : (mode == BENCH_MODE_LOAD ? 1 : o->conns);
+	row->itp = mode == BENCH_MODE_ONLINE ? o->itp : 0;
+	row->rate = r->rate > 0 ? r->rate : NAN;
+	row->seconds = (double)(res->t_end_ns - r->t_start_ns) / 1e9;
+	row->tput = row->seconds > 0 ? (double)row->ops / row->seconds : 0;
+	bool lat = mode != BENCH_MODE_LOAD && total->total > 0;
+	row->min_us = lat ? ns_to_us(bench_hist_percentile(total, 0)) : NAN;
+	row->p5_us = lat ? ns_to_us(bench_hist_percentile(total, 5)) : NAN;
+	row->p50_us = lat ? ns_to_us(bench_hist_percentile(total, 50)) : NAN;
+	row->avg_us = lat ? bench_hist_mean(total) / 1e3 : NAN;
+	row->p95_us = lat ? ns_to_us(bench_hist_percentile(total, 95)) : NAN;
+	row->p99_us = lat ? ns_to_us(bench_hist_percentile(total, 99)) : NAN;
+	row->p999_us = lat ? ns_to_us(bench_hist_percentile(total, 99.9)) : NAN;
+	row->max_us = lat ? ns_to_us(bench_hist_percentile(total, 100)) : NAN;
+	row->errors = res->check.errors;
+	row->wrong = res->check.wrong;
+	row->missing = res->check.missing;
+	if (!row->first[0])
+		memcpy(row->first, res->check.first, sizeof(row->first));
+	row->srv_cpu_s = row->srv_cpu_us_per_op = NAN;
+	if (o->client == BENCH_CLIENT_INPROC) {
+		row->srv_cpu_s = res->thread_cpu;
+	} else if (o->server_pid) {
+		if (res->cpu0 >= 0 && res->cpu1 >= 0)
+			row->srv_cpu_s = (double)(res->cpu1 - res->cpu0) / (double)sysconf(_SC_CLK_TCK);
+		else
+			fprintf(stderr, "spillway-bench: cannot read /proc/%d/stat\n", (int)o->server_pid);
+	}
+	if (!isnan(row->srv_cpu_s) && row->ops)
+		row->srv_cpu_us_per_op = row->srv_cpu_s * 1e6 / (double)row->ops;
+	row->failed = res->failed;
+}
+
+/* Print the row (the header before the first), its reply-check line and, online, its latency
+ * distribution; then keep it for --csv, --json and --plot. 0 or -ENOMEM. */
+static int row_report(bench_ctx *ctx, const bench_row *row, const bench_run *r, const bench_hist *total,
+                      const run_result *res)
+{
+	const bench_check *check = &res->check;
+	if (!ctx->header_printed) {
+		bench_row_print_header(stdout);
+		ctx->header_printed = true;
+	}
+	bench_row_print(stdout, row);
+	if (bench_check_failures(check) || check->nils)
+		printf("  reply check: %llu error replies, %llu wrong, %llu missing%s%llu nil (keys deleted by the "
+		       "workload)%s%s\n", (unsigned long long)check->errors, (unsigned long long)check->wrong,
+		       (unsigned long long)check->missing, ", ", (unsigned long long)check->nils,
+		       check->first[0] ? "; first: " : "", check->first);
+	if (r->mode == BENCH_MODE_ONLINE && total->total > 0) {
+		printf("  latency distribution (us), %s, %d threads x %d conns x itp %d%s:\n", row->op, r->threads,
+		       row->conns, r->o->itp, r->rate > 0 ? ", paced" : "");
+		bench_hist_print(total, stdout, 1e3, 5);
+	}
+	fflush(stdout);
+	if (res->failed || bench_check_failures(check))
+		ctx->any_failure = true;
+	if (ctx->nrows == ctx->rows_cap) {
+		int cap = ctx->rows_cap ? 2 * ctx->rows_cap : 16;
+		bench_row *nr = realloc(ctx->rows, (size_t)cap * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		ctx->rows = nr;
+		ctx->rows_cap = cap;
+	}
+	ctx->rows[ctx->nrows++] = *row;
+	return 0;
+}
+
+static void run_free(bench_run *r)
+{
+	if (!r->w)
+		return;
+	for (int i = 0; i < r->threads; i++) {
+		bench_hist_fini(&r->w[i].h[0]);
+		bench_hist_fini(&r->w[i].h[1]);
+	}
+	free(r->w);
+	r->w = NULL;
+}
+
+/* Run one row and append it. Returns 0, 1 when the row failed (a worker could not connect or lost
+ * its connection: the sweep stops there), or -errno. */
+static int run_row(bench_ctx *ctx, int mode, int threads, int batch, double rate)
+{
+	bench_run r;
+	bench_hist total, interval;
+	bench_row row;
+	run_result res;
+	int rc;
+
+	run_init(&r, ctx, mode, threads, batch, rate);
+	memset(&row, 0, sizeof(row));
+	memset(&res, 0, sizeof(res));
 	if (bench_hist_init(&total, BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0)
 		return -ENOMEM;
 	if (bench_hist_init(&interval, BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0) {
 		bench_hist_fini(&total);
 		return -ENOMEM;
 	}
-	hist_ok = true;
-	r.w = calloc((size_t)threads, sizeof(*r.w));
-	if (!r.w) {
-		rc = -ENOMEM;
+	rc = run_workers_alloc(&r, ctx);
+	if (rc < 0)
 		goto out;
-	}
-	for (int i = 0; i < threads; i++) {
-		bench_worker *w = &r.w[i];
-		w->run = &r;
-		w->idx = i;
-		bench_rng_seed(&w->rng, o->seed * 0x100000001b3ULL + (uint64_t)ctx->nrows * 7919 + (uint64_t)i);
-		w->check.allow_missing = r.allow_missing;
-		w->lo = ctx->ks->dbsize * (uint64_t)i / (uint64_t)threads;
-		w->hi = ctx->ks->dbsize * (uint64_t)(i + 1) / (uint64_t)threads;
-		if (mode != BENCH_MODE_LOAD &&
-		    (bench_hist_init(&w->h[0], BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0 ||
-		     bench_hist_init(&w->h[1], BENCH_HIST_LOWEST, BENCH_HIST_HIGHEST, BENCH_HIST_SIGFIGS) < 0)) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
-	gate = true;
-	void *(*fn)(void *) = o->client == BENCH_CLIENT_INPROC ? bench_inproc_worker : bench_net_worker;
-	for (; created < threads; created++) {
-		if (pthread_create(&r.w[created].tid, NULL, fn, &r.w[created]) != 0) {
-			fprintf(stderr, "spillway-bench: cannot start thread %d of %d\n", created + 1, threads);
-			atomic_store(&r.abort, true);
-			break;
-		}
-	}
-
-	/* Start gate (note 2): every started worker is set up, then the clock starts. */
-	pthread_mutex_lock(&r.mu);
-	while (r.nready < created)
-		pthread_cond_wait(&r.cv, &r.mu);
-	pthread_mutex_unlock(&r.mu);
-	for (int i = 0; i < created; i++)
-		if (r.w[i].err)
-			atomic_store(&r.abort, true);
-	if (g_interrupted)
-		atomic_store(&r.abort, true);
-	int64_t cpu0 = o->server_pid ? bench_proc_cpu_ticks(o->server_pid) : 0;
-	pthread_mutex_lock(&r.mu);
-	r.t_start_ns = spw_mono_ns();
-	r.go = true;
-	pthread_cond_broadcast(&r.cv);
-	pthread_mutex_unlock(&r.mu);
-
-	if (!atomic_load(&r.abort)) {
-		bool online = mode == BENCH_MODE_ONLINE;
-		bool bar = mode == BENCH_MODE_LOAD && ctx->tty;   /* a terminal's bar moves every 200 ms */
-		uint64_t t0 = r.t_start_ns, next_report = t0 + (bar ? 200000000ULL : BENCH_REPORT_NS);
-		uint64_t deadline = o->runtime > 0 ? t0 + (uint64_t)(o->runtime * 1e9) : UINT64_MAX;
-		uint64_t last_report = t0;
-		if (online && !o->quiet)
-			bench_interval_header(stdout);
-		for (;;) {
-			uint64_t now = spw_mono_ns();
-			bool all_done = true;
-			for (int i = 0; i < threads; i++)
-				all_done &= atomic_load(&r.w[i].done);
-			if (g_interrupted || all_done || (mode != BENCH_MODE_LOAD && now >= deadline))
-				break;
-			if (now >= next_report) {
-				if (online) {
-					bench_hist_reset(&interval);
-					run_collect(&r, &interval, &total, true);
-					uint64_t t = spw_mono_ns();
-					if (!o->quiet)
-						bench_interval_print(stdout, (double)(t - t0) / 1e9, &interval, total.total,
-						                     (double)interval.total * 1e9 / (double)(t - last_report));
-					last_report = t;
-					next_report += BENCH_REPORT_NS;
-				} else if (mode == BENCH_MODE_LOAD && !o->quiet) {
-					uint64_t done = 0;
-					for (int i = 0; i < threads; i++)
-						done += atomic_load_explicit(&r.w[i].loaded, memory_order_relaxed);
-					bench_progress(stderr, ctx->tty, done, ctx->ks->dbsize, (double)(now - t0) / 1e9);
-					next_report += bar ? 200000000ULL : BENCH_REPORT_NS;
-				} else {
-					next_report += BENCH_REPORT_NS;
-				}
-				continue;
-			}
-			uint64_t until = SPW_MIN(next_report, deadline);
-			sleep_ns(SPW_MIN(until - now, 50000000ULL));
-		}
-		if (mode == BENCH_MODE_LOAD && ctx->tty && !o->quiet)
-			fprintf(stderr, "\n");
-	}
-	atomic_store(&r.stop, true);
-	for (int i = 0; i < created; i++)
-		pthread_join(r.w[i].tid, NULL);
-	int64_t cpu1 = o->server_pid ? bench_proc_cpu_ticks(o->server_pid) : 0;
-
-	/* Gather: what was published and not yet merged, then what each worker still holds. */
-	bench_check check;
-	memset(&check, 0, sizeof(check));
-	uint64_t t_end = r.t_start_ns;
-	double thread_cpu = 0;
-	bool failed = atomic_load(&r.abort);
-	if (mode != BENCH_MODE_LOAD)
-		run_collect(&r, NULL, &total, false);
-	for (int i = 0; i < created; i++) {
-		bench_worker *w = &r.w[i];
-		if (mode != BENCH_MODE_LOAD)
-			bench_hist_merge(&total, &w->h[w->cur]);
-		bench_check_merge(&check, &w->check);
-		row.ops += w->ops;
-		t_end = SPW_MAX(t_end, w->t_end_ns);
-		thread_cpu += w->cpu_s;
-		if (w->err) {
-			failed = true;
-			fprintf(stderr, "spillway-bench: thread %d: %s\n", i, w->errmsg);
-			if (!row.first[0])
-				snprintf(row.first, sizeof(row.first), "%s", w->errmsg);
-		}
-	}
-	if (failed && !row.first[0] && g_interrupted)
-		snprintf(row.first, sizeof(row.first), "interrupted");
-
-	static const char *const mode_names[] = { "load", "offline", "online" };
-	snprintf(row.mode, sizeof(row.mode), "%s", mode_names[mode]);
-	row_op_name(o, mode, row.op, sizeof(row.op));
-	row.threads = threads;
-	row.batch = mode == BENCH_MODE_ONLINE ? 0 : batch;
-	row.conns = o->client == BENCH_CLIENT_INPROC ? 0 : (mode == BENCH_MODE_LOAD ? 1 : o->conns);
-	row.itp = mode == BENCH_MODE_ONLINE ? o->itp : 0;
-	row.rate = rate > 0 ? rate : NAN;
-	row.seconds = (double)(t_end - r.t_start_ns) / 1e9;
-	row.tput = row.seconds > 0 ? (double)row.ops / row.seconds : 0;
-	bool lat = mode != BENCH_MODE_LOAD && total.total > 0;
-	row.min_us = lat ? ns_to_us(bench_hist_percentile(&total, 0)) : NAN;
-	row.p5_us = lat ? ns_to_us(bench_hist_percentile(&total, 5)) : NAN;
-	row.p50_us = lat ? ns_to_us(bench_hist_percentile(&total, 50)) : NAN;
-	row.avg_us = lat ? bench_hist_mean(&total) / 1e3 : NAN;
-	row.p95_us = lat ? ns_to_us(bench_hist_percentile(&total, 95)) : NAN;
-	row.p99_us = lat ? ns_to_us(bench_hist_percentile(&total, 99)) : NAN;
-	row.p999_us = lat ? ns_to_us(bench_hist_percentile(&total, 99.9)) : NAN;
-	row.max_us = lat ? ns_to_us(bench_hist_percentile(&total, 100)) : NAN;
-	row.errors = check.errors;
-	row.wrong = check.wrong;
-	row.missing = check.missing;
-	if (!row.first[0])
-		memcpy(row.first, check.first, sizeof(row.first));
-	row.srv_cpu_s = row.srv_cpu_us_per_op = NAN;
-	if (o->client == BENCH_CLIENT_INPROC) {
-		row.srv_cpu_s = thread_cpu;
-	} else if (o->server_pid) {
-		if (cpu0 >= 0 && cpu1 >= 0)
-			row.srv_cpu_s = (double)(cpu1 - cpu0) / (double)sysconf(_SC_CLK_TCK);
-		else
-			fprintf(stderr, "spillway-bench: cannot read /proc/%d/stat\n", (int)o->server_pid);
-	}
-	if (!isnan(row.srv_cpu_s) && row.ops)
-		row.srv_cpu_us_per_op = row.srv_cpu_s * 1e6 / (double)row.ops;
-	row.failed = failed;
-
-	if (!ctx->header_printed) {
-		bench_row_print_header(stdout);
-		ctx->header_printed = true;
-	}
-	bench_row_print(stdout, &row);
-	if (bench_check_failures(&check) || check.nils)
-		printf("  reply check: %llu error replies, %llu wrong, %llu missing%s%llu nil (keys deleted by the "
-		       "workload)%s%s\n", (unsigned long long)check.errors, (unsigned long long)check.wrong,
-		       (unsigned long long)check.missing, ", ", (unsigned long long)check.nils,
-		       check.first[0] ? "; first: " : "", check.first);
-	if (mode == BENCH_MODE_ONLINE && lat) {
-		printf("  latency distribution (us), %s, %d threads x %d conns x itp %d%s:\n", row.op, threads, row.conns,
-		       o->itp, rate > 0 ? ", paced" : "");
-		bench_hist_print(&total, stdout, 1e3, 5);
-	}
-	fflush(stdout);
-	if (failed || bench_check_failures(&check))
-		ctx->any_failure = true;
-	if (ctx->nrows == ctx->rows_cap) {
-		int cap = ctx->rows_cap ? 2 * ctx->rows_cap : 16;
-		bench_row *nr = realloc(ctx->rows, (size_t)cap * sizeof(*nr));
-		if (!nr) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		ctx->rows = nr;
-		ctx->rows_cap = cap;
-	}
-	ctx->rows[ctx->nrows++] = row;
-	rc = failed ? 1 : 0;
+	int created = run_start(&r, &res);
+	if (!atomic_load(&r.abort))
+		run_wait(&r, ctx, &interval, &total);
+	run_stop(&r, created, &total, &row, &res);
+	row_fill(&row, &r, &total, &res);
+	rc = row_report(ctx, &row, &r, &total, &res);
+	if (rc == 0)
+		rc = res.failed ? 1 : 0;
+	pthread_mutex_destroy(&r.mu);
+	pthread_cond_destroy(&r.cv);
 out:
-	if (gate) {
-		pthread_mutex_destroy(&r.mu);
-		pthread_cond_destroy(&r.cv);
-	}
-	if (r.w) {
-		for (int i = 0; i < threads; i++) {
-			bench_hist_fini(&r.w[i].h[0]);
-			bench_hist_fini(&r.w[i].h[1]);
-		}
-		free(r.w);
-	}
-	if (hist_ok) {
-		bench_hist_fini(&total);
-		bench_hist_fini(&interval);
-	}
+	run_free(&r);
+	bench_hist_fini(&total);
+	bench_hist_fini(&interval);
 	return rc;
 }
 
@@ -755,7 +480,7 @@ int main(int argc, char **argv)
 	bench_ctx ctx;
 	int rc;
 
-	if (opts_parse(argc, argv, &o) < 0)
+	if (bench_opts_parse(argc, argv, &o) < 0)
 		return 2;
 	rc = bench_keyspace_init(&ks, o.dbsize, o.keylen, o.vallen, o.theta);
 	if (rc < 0) {

@@ -19,16 +19,19 @@
  * io-wq workers count), and, as fio reports it, of the IO threads alone (RUSAGE_THREAD).
  *
  * The last line is machine-readable (tools/compare-fio-dev.sh parses it):
- *   RESULT backend=.. rw=.. bs=.. qd=.. threads=.. ios=.. seconds=.. iops=.. mbps=.. lat_avg_us=..
- *          lat_p99_us=.. cpu_s=.. cpu_us_per_io=.. thread_cpu_us_per_io=.. errors=..
+ *   RESULT backend=.. rw=.. bs=.. qd=.. threads=.. batch=.. ios=.. seconds=.. iops=.. mbps=..
+ *          lat_avg_us=.. lat_p99_us=.. cpu_s=.. cpu_us_per_io=.. thread_cpu_us_per_io=.. errors=..
  *
- * Sections: options; latency histogram; the job; layout; main.
+ * Sections: options (one bench_cli table); latency histogram; the job; layout; main (device_setup,
+ * jobs_alloc, jobs_run, jobs_sum, report).
  */
+#include "bench/bench.h"
 #include "device/device.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +42,12 @@
 /* ---- options -------------------------------------------------------------------------------- */
 
 enum { RW_RANDREAD, RW_RANDWRITE, RW_READ, RW_WRITE };
+static const char *const rw_names[] = { "randread", "randwrite", "read", "write" };
 
 typedef struct bench_opts {
 	const char *backend;
 	const char *dir;
+	const char *rw_arg;           /* --rw as given; rw is its RW_* */
 	uint64_t size, bs, segment;
 	int qd, threads, runtime, rw, completion_threads;
 	int batch_submit;             /* submit when this many are queued; 0 = once per reap */
@@ -59,71 +64,63 @@ static void usage(FILE *f)
 	        "         [--throttle 4096] [--seed 1] [--batch-submit 1]\n");
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = (int)v;
-	return 0;
-}
+#define F(field) offsetof(bench_opts, field)
+#define REQ required_argument
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* name, key, argument, kind, field, count field, lo, hi, list max, label, default (segment: 0 = one
+ * file holding the whole set, worked out after parsing) */
+static const bench_cli devbench_flags[] = {
+	{ "backend", 'b', REQ, BENCH_CLI_STR, F(backend), 0, 0, 0, 0, "--backend", "uring" },
+	{ "dir", 'd', REQ, BENCH_CLI_STR, F(dir), 0, 0, 0, 0, "--dir", NULL },
+	{ "size", 's', REQ, BENCH_CLI_SIZE, F(size), 0, 0, 0, 0, "--size", "1g" },
+	{ "bs", 'B', REQ, BENCH_CLI_SIZE, F(bs), 0, 0, 0, 0, "--bs", "4096" },
+	{ "qd", 'q', REQ, BENCH_CLI_INT, F(qd), 0, 1, 65536, 0, "--qd", "64" },
+	{ "threads", 't', REQ, BENCH_CLI_INT, F(threads), 0, 1, 256, 0, "--threads", "1" },
+	{ "runtime", 'r', REQ, BENCH_CLI_INT, F(runtime), 0, 1, 86400, 0, "--runtime", "10" },
+	{ "rw", 'w', REQ, BENCH_CLI_STR, F(rw_arg), 0, 0, 0, 0, "--rw", "randread" },
+	{ "segment", 'S', REQ, BENCH_CLI_SIZE, F(segment), 0, 0, 0, 0, "--segment", "0" },
+	{ "completion-threads", 'c', REQ, BENCH_CLI_INT, F(completion_threads), 0, 0, 256, 0, "--completion-threads", "0" },
+	{ "throttle", 'T', REQ, BENCH_CLI_U32, F(throttle), 0, 1, 1 << 24, 0, "--throttle", STR(DEV_THROTTLE_DEFAULT) },
+	{ "seed", 'e', REQ, BENCH_CLI_U64, F(seed), 0, 0, 1 << 30, 0, "--seed", "1" },
+	{ "batch-submit", 'm', REQ, BENCH_CLI_INT, F(batch_submit), 0, 0, 65536, 0, "--batch-submit", "1" },
+	{ "help", 'h', no_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help", NULL },
+};
+#undef F
+#undef REQ
+#undef STR
+#undef STR_
+#define NFLAGS ((int)SPW_ARRAY_LEN(devbench_flags))
 
+/* The flags by their rows (devbench_flags), then what they must satisfy together. 0 or -EINVAL. */
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
-	static const struct option lo[] = {
-		{ "backend", required_argument, 0, 'b' }, { "dir", required_argument, 0, 'd' },
-		{ "size", required_argument, 0, 's' }, { "bs", required_argument, 0, 'B' },
-		{ "qd", required_argument, 0, 'q' }, { "threads", required_argument, 0, 't' },
-		{ "runtime", required_argument, 0, 'r' }, { "rw", required_argument, 0, 'w' },
-		{ "segment", required_argument, 0, 'S' }, { "completion-threads", required_argument, 0, 'c' },
-		{ "throttle", required_argument, 0, 'T' }, { "seed", required_argument, 0, 'e' },
-		{ "batch-submit", required_argument, 0, 'm' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-	};
-	int c, li = 0, rc = 0;
-	const char *rw = "randread";
+	struct option lo[NFLAGS + 1];
+	int c, rc;
 
 	memset(o, 0, sizeof(*o));
-	o->backend = "uring";
-	o->size = 1ULL << 30;
-	o->bs = 4096;
-	o->segment = 0;
-	o->qd = 64;
-	o->threads = 1;
-	o->runtime = 10;
-	o->throttle = DEV_THROTTLE_DEFAULT;
-	o->seed = 1;
-	o->batch_submit = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, &li)) != -1) {
-		int v;
-		switch (c) {
-		case 'b': o->backend = optarg; break;
-		case 'd': o->dir = optarg; break;
-		case 's': rc = spw_parse_size(optarg, &o->size); break;
-		case 'B': rc = spw_parse_size(optarg, &o->bs); break;
-		case 'S': rc = spw_parse_size(optarg, &o->segment); break;
-		case 'q': rc = parse_int(optarg, 1, 65536, &o->qd); break;
-		case 't': rc = parse_int(optarg, 1, 256, &o->threads); break;
-		case 'r': rc = parse_int(optarg, 1, 86400, &o->runtime); break;
-		case 'c': rc = parse_int(optarg, 0, 256, &o->completion_threads); break;
-		case 'T': rc = parse_int(optarg, 1, 1 << 24, &v); o->throttle = (uint32_t)v; break;
-		case 'e': rc = parse_int(optarg, 0, 1 << 30, &v); o->seed = (uint64_t)v; break;
-		case 'm': rc = parse_int(optarg, 0, 65536, &o->batch_submit); break;
-		case 'w': rw = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: return -EINVAL;
+	if (bench_cli_defaults(devbench_flags, NFLAGS, o) < 0)
+		abort();   /* a default in the table that its own row refuses */
+	bench_cli_longopts(devbench_flags, NFLAGS, lo);
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		const bench_cli *d = bench_cli_find(devbench_flags, NFLAGS, c);
+		if (!d)
+			return -EINVAL;
+		if (d->kind == BENCH_CLI_OWN) {   /* --help */
+			usage(stdout);
+			exit(0);
 		}
+		rc = bench_cli_apply(d, optarg, o);
 		if (rc) {
-			fprintf(stderr, "spillway-devbench: bad value '%s' for --%s\n", optarg, lo[li].name);
+			fprintf(stderr, "spillway-devbench: bad value '%s' for --%s\n", optarg, d->name);
 			return rc;
 		}
 	}
-	if (strcasecmp(rw, "randread") == 0) o->rw = RW_RANDREAD;
-	else if (strcasecmp(rw, "randwrite") == 0) o->rw = RW_RANDWRITE;
-	else if (strcasecmp(rw, "read") == 0) o->rw = RW_READ;
-	else if (strcasecmp(rw, "write") == 0) o->rw = RW_WRITE;
-	else {
+	o->rw = -1;
+	for (int i = 0; i < (int)SPW_ARRAY_LEN(rw_names); i++)
+		if (strcasecmp(o->rw_arg, rw_names[i]) == 0)
+			o->rw = i;
+	if (o->rw < 0) {
 		fprintf(stderr, "spillway-devbench: --rw must be randread, randwrite, read or write\n");
 		return -EINVAL;
 	}
@@ -392,161 +389,205 @@ fail:
 
 /* ---- main ----------------------------------------------------------------------------------- */
 
-static const char *rw_name(int rw)
+/* The device from the flags, checked against the block size, with the file set laid out for reads.
+ * 0 or an error (reported); *out is the device whenever it opened, for the caller to close. */
+static int device_setup(const bench_opts *o, dev **out)
 {
-	static const char *n[] = { "randread", "randwrite", "read", "write" };
-	return n[rw];
-}
-
-int main(int argc, char **argv)
-{
-	bench_opts o;
 	dev_config cfg;
-	dev *d = NULL;
-	job *jobs = NULL;
 	char err[512] = "";
 	int rc;
 
-	if (parse_opts(argc, argv, &o) != 0) {
-		usage(stderr);
-		return 2;
-	}
 	dev_config_init(&cfg);
-	cfg.type = o.backend;
-	cfg.dir = o.dir ? o.dir : "/tmp";
-	cfg.segment_bytes = o.segment;
-	cfg.throttle_limit = o.throttle;
-	cfg.queue_depth = (uint32_t)SPW_MAX(o.qd, DEV_QUEUE_DEPTH_DEFAULT);
-	cfg.completion_threads = o.completion_threads;
-	rc = dev_open(&cfg, &d, err, sizeof(err));
+	cfg.type = o->backend;
+	cfg.dir = o->dir ? o->dir : "/tmp";
+	cfg.segment_bytes = o->segment;
+	cfg.throttle_limit = o->throttle;
+	cfg.queue_depth = (uint32_t)SPW_MAX(o->qd, DEV_QUEUE_DEPTH_DEFAULT);
+	cfg.completion_threads = o->completion_threads;
+	rc = dev_open(&cfg, out, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "spillway-devbench: cannot open device '%s': %s\n", o.backend, err);
-		return 1;
+		fprintf(stderr, "spillway-devbench: cannot open device '%s': %s\n", o->backend, err);
+		*out = NULL;
+		return rc;
 	}
-	if (o.bs % d->sector_bytes) {
+	if (o->bs % (*out)->sector_bytes) {
 		fprintf(stderr, "spillway-devbench: --bs must be a multiple of the sector size %u\n",
-		        d->sector_bytes);
-		rc = -EINVAL;
-		goto fail;
+		        (*out)->sector_bytes);
+		return -EINVAL;
 	}
-	if (o.rw == RW_RANDREAD || o.rw == RW_READ) {
-		rc = layout(d, &o);
-		if (rc) {
+	if (o->rw == RW_RANDREAD || o->rw == RW_READ) {
+		rc = layout(*out, o);
+		if (rc)
 			fprintf(stderr, "spillway-devbench: layout failed: %s\n", spw_strerror(rc));
-			goto fail;
-		}
 	}
+	return rc;
+}
 
-	jobs = calloc((size_t)o.threads, sizeof(*jobs));
-	if (!jobs) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	pthread_barrier_init(&bench_start, NULL, (unsigned)o.threads + 1);
-	for (int t = 0; t < o.threads; t++) {
+/* One job per thread: its share of a sequential set, its histogram, its --qd slots and buffers.
+ * 0 or -ENOMEM (jobs_free cleans up what was allocated). */
+static int jobs_alloc(const bench_opts *o, dev *d, job **out)
+{
+	job *jobs = calloc((size_t)o->threads, sizeof(*jobs));
+	*out = jobs;
+	if (!jobs)
+		return -ENOMEM;
+	uint64_t blocks = o->size / o->bs, share = blocks / (uint64_t)o->threads;
+	for (int t = 0; t < o->threads; t++) {
 		job *j = &jobs[t];
-		j->o = &o;
+		j->o = o;
 		j->d = d;
 		j->id = t;
-		j->rng = 0x9E3779B97F4A7C15ULL * (o.seed + (uint64_t)t + 1);
-		j->nblocks = o.size / o.bs;
-		j->seq_lo = o.size / o.bs / (uint64_t)o.threads * (uint64_t)t * o.bs;
-		j->seq_hi = t == o.threads - 1 ? o.size / o.bs * o.bs
-		                               : j->seq_lo + o.size / o.bs / (uint64_t)o.threads * o.bs;
+		j->rng = 0x9E3779B97F4A7C15ULL * (o->seed + (uint64_t)t + 1);
+		j->nblocks = blocks;
+		j->seq_lo = share * (uint64_t)t * o->bs;
+		j->seq_hi = t == o->threads - 1 ? blocks * o->bs : j->seq_lo + share * o->bs;
 		j->seq_next = j->seq_lo;
 		j->hist = calloc(HIST_BUCKETS, sizeof(uint64_t));
-		j->slots = calloc((size_t)o.qd, sizeof(slot));
-		if (!j->hist || !j->slots ||
-		    posix_memalign((void **)&j->bufs, 4096, (size_t)o.qd * o.bs) != 0) {
-			rc = -ENOMEM;
-			goto fail;
-		}
-		memset(j->bufs, 0xa5, (size_t)o.qd * o.bs);
-		for (int i = 0; i < o.qd; i++) {
+		j->slots = calloc((size_t)o->qd, sizeof(slot));
+		if (!j->hist || !j->slots || posix_memalign((void **)&j->bufs, 4096, (size_t)o->qd * o->bs) != 0)
+			return -ENOMEM;
+		memset(j->bufs, 0xa5, (size_t)o->qd * o->bs);
+		for (int i = 0; i < o->qd; i++) {
 			slot *s = &j->slots[i];
 			s->j = j;
-			s->iov.iov_base = j->bufs + (size_t)i * o.bs;
-			s->iov.iov_len = o.bs;
+			s->iov.iov_base = j->bufs + (size_t)i * o->bs;
+			s->iov.iov_len = o->bs;
 			s->req.iov = &s->iov;
 			s->req.iovcnt = 1;
 			s->req.done = job_done;
 			s->req.ctx = s;
 		}
 	}
-	for (int t = 0; t < o.threads; t++)
-		pthread_create(&jobs[t].th, NULL, job_main, &jobs[t]);
+	return 0;
+}
 
-	struct rusage ru0, ru1;
-	pthread_barrier_wait(&bench_start);
-	getrusage(RUSAGE_SELF, &ru0);
-	uint64_t t0 = spw_mono_ns();
-	struct timespec nap = { .tv_sec = 0, .tv_nsec = 50 * 1000 * 1000 };
-	while (spw_mono_ns() - t0 < (uint64_t)o.runtime * 1000000000ULL)
-		nanosleep(&nap, NULL);
-	/* Snapshot the counters at the end of the interval; what is in flight then is not counted. */
-	uint64_t ios = 0, bytes = 0, lat_sum = 0, errors = 0, n = 0;
-	double thread_cpu = 0;
+static void jobs_free(job *jobs, int threads)
+{
+	if (!jobs)
+		return;
+	for (int t = 0; t < threads; t++) {
+		free(jobs[t].hist);
+		free(jobs[t].slots);
+		free(jobs[t].bufs);
+	}
+	free(jobs);
+}
+
+/* What the measured interval adds up to over all jobs. */
+typedef struct totals {
+	uint64_t ios, bytes, lat_sum, errors;
+	uint64_t n, p99;              /* latencies recorded, and their 99th percentile (ns) */
+	double secs;                  /* the measured interval */
+	double cpu, user, sys;        /* the whole process (RUSAGE_SELF) */
+	double thread_cpu;            /* the IO threads alone */
+	int rc;                       /* a job's failure, 0 when none */
+} totals;
+
+/* Sum the joined jobs' counters and histograms; the p99 from the merged histogram. */
+static void jobs_sum(const bench_opts *o, const job *jobs, totals *m)
+{
 	uint64_t *hist = calloc(HIST_BUCKETS, sizeof(uint64_t));
-	for (int t = 0; t < o.threads; t++)
-		atomic_store(&jobs[t].stop, 1);
-	uint64_t t1 = spw_mono_ns();
-	getrusage(RUSAGE_SELF, &ru1);
-	for (int t = 0; t < o.threads; t++) {
-		pthread_join(jobs[t].th, NULL);
-		ios += jobs[t].ios;
-		bytes += jobs[t].bytes;
-		lat_sum += jobs[t].lat_sum;
-		errors += jobs[t].errors;
-		thread_cpu += jobs[t].cpu_s;
+	for (int t = 0; t < o->threads; t++) {
+		m->ios += jobs[t].ios;
+		m->bytes += jobs[t].bytes;
+		m->lat_sum += jobs[t].lat_sum;
+		m->errors += jobs[t].errors;
+		m->thread_cpu += jobs[t].cpu_s;
 		if (jobs[t].rc)
-			rc = jobs[t].rc;
+			m->rc = jobs[t].rc;
 		for (int b = 0; b < HIST_BUCKETS && hist; b++)
 			hist[b] += jobs[t].hist[b];
 	}
-	double secs = (double)(t1 - t0) / 1e9;
 	for (int b = 0; b < HIST_BUCKETS && hist; b++)
-		n += hist[b];
-	uint64_t p99 = 0, seen = 0;
+		m->n += hist[b];
+	uint64_t seen = 0;
 	for (int b = 0; b < HIST_BUCKETS && hist; b++) {
 		seen += hist[b];
-		if (seen * 100 >= n * 99) {
-			p99 = hist_value((unsigned)b);
+		if (seen * 100 >= m->n * 99) {
+			m->p99 = hist_value((unsigned)b);
 			break;
 		}
 	}
 	free(hist);
-	double cpu = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime) + tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
-	double iops = (double)ios / secs;
+}
+
+/* Start the jobs together, let them run --runtime seconds, stop them and sum what they did. */
+static void jobs_run(const bench_opts *o, job *jobs, totals *m)
+{
+	struct rusage ru0, ru1;
+	pthread_barrier_init(&bench_start, NULL, (unsigned)o->threads + 1);
+	for (int t = 0; t < o->threads; t++)
+		pthread_create(&jobs[t].th, NULL, job_main, &jobs[t]);
+	pthread_barrier_wait(&bench_start);
+	getrusage(RUSAGE_SELF, &ru0);
+	uint64_t t0 = spw_mono_ns();
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 50 * 1000 * 1000 };
+	while (spw_mono_ns() - t0 < (uint64_t)o->runtime * 1000000000ULL)
+		nanosleep(&nap, NULL);
+	/* Snapshot the counters at the end of the interval; what is in flight then is not counted. */
+	for (int t = 0; t < o->threads; t++)
+		atomic_store(&jobs[t].stop, 1);
+	uint64_t t1 = spw_mono_ns();
+	getrusage(RUSAGE_SELF, &ru1);
+	for (int t = 0; t < o->threads; t++)
+		pthread_join(jobs[t].th, NULL);
+	jobs_sum(o, jobs, m);
+	m->secs = (double)(t1 - t0) / 1e9;
+	m->user = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
+	m->sys = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
+	m->cpu = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime) + tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
+	pthread_barrier_destroy(&bench_start);
+}
+
+/* The human-readable lines, then the RESULT line that tools/compare-fio-dev.sh parses. */
+static void report(const bench_opts *o, const dev *d, const totals *m)
+{
+	double iops = (double)m->ios / m->secs;
+	double lat_avg_us = m->n ? (double)m->lat_sum / (double)m->n / 1e3 : 0.0;
+	double cpu_per_io = m->ios ? m->cpu / (double)m->ios * 1e6 : 0.0;
+	double thread_per_io = m->ios ? m->thread_cpu / (double)m->ios * 1e6 : 0.0;
 	printf("backend %s (%s), rw %s, bs %llu, qd %d, threads %d, batch-submit %d, %.1f s\n",
-	       o.backend, d->name, rw_name(o.rw), (unsigned long long)o.bs, o.qd, o.threads,
-	       o.batch_submit, secs);
+	       o->backend, d->name, rw_names[o->rw], (unsigned long long)o->bs, o->qd, o->threads,
+	       o->batch_submit, m->secs);
 	printf("  IOPS      %.0f\n", iops);
-	printf("  MB/s      %.1f\n", (double)bytes / secs / 1e6);
-	printf("  latency   avg %.1f us, p99 %.1f us\n", n ? (double)lat_sum / (double)n / 1e3 : 0.0,
-	       (double)p99 / 1e3);
+	printf("  MB/s      %.1f\n", (double)m->bytes / m->secs / 1e6);
+	printf("  latency   avg %.1f us, p99 %.1f us\n", lat_avg_us, (double)m->p99 / 1e3);
 	printf("  CPU       %.2f s (user %.2f, sys %.2f), %.2f us per IO; IO threads alone %.2f us per IO\n",
-	       cpu, tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime), tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime),
-	       ios ? cpu / (double)ios * 1e6 : 0.0, ios ? thread_cpu / (double)ios * 1e6 : 0.0);
-	if (errors)
-		printf("  errors    %llu\n", (unsigned long long)errors);
+	       m->cpu, m->user, m->sys, cpu_per_io, thread_per_io);
+	if (m->errors)
+		printf("  errors    %llu\n", (unsigned long long)m->errors);
 	printf("RESULT backend=%s rw=%s bs=%llu qd=%d threads=%d batch=%d ios=%llu seconds=%.3f iops=%.0f mbps=%.1f "
 	       "lat_avg_us=%.1f lat_p99_us=%.1f cpu_s=%.3f cpu_us_per_io=%.3f thread_cpu_us_per_io=%.3f "
 	       "errors=%llu\n",
-	       d->name, rw_name(o.rw), (unsigned long long)o.bs, o.qd, o.threads, o.batch_submit,
-	       (unsigned long long)ios, secs, iops, (double)bytes / secs / 1e6,
-	       n ? (double)lat_sum / (double)n / 1e3 : 0.0, (double)p99 / 1e3, cpu,
-	       ios ? cpu / (double)ios * 1e6 : 0.0, ios ? thread_cpu / (double)ios * 1e6 : 0.0,
-	       (unsigned long long)errors);
-	pthread_barrier_destroy(&bench_start);
-fail:
-	if (jobs) {
-		for (int t = 0; t < o.threads; t++) {
-			free(jobs[t].hist);
-			free(jobs[t].slots);
-			free(jobs[t].bufs);
-		}
-		free(jobs);
+	       d->name, rw_names[o->rw], (unsigned long long)o->bs, o->qd, o->threads, o->batch_submit,
+	       (unsigned long long)m->ios, m->secs, iops, (double)m->bytes / m->secs / 1e6, lat_avg_us,
+	       (double)m->p99 / 1e3, m->cpu, cpu_per_io, thread_per_io, (unsigned long long)m->errors);
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o;
+	dev *d = NULL;
+	job *jobs = NULL;
+	totals m;
+	int rc;
+
+	if (parse_opts(argc, argv, &o) != 0) {
+		usage(stderr);
+		return 2;
 	}
+	rc = device_setup(&o, &d);
+	if (rc && !d)
+		return 1;
+	if (rc == 0)
+		rc = jobs_alloc(&o, d, &jobs);
+	if (rc == 0) {
+		memset(&m, 0, sizeof(m));
+		jobs_run(&o, jobs, &m);
+		rc = m.rc;
+		report(&o, d, &m);
+	}
+	jobs_free(jobs, o.threads);
 	dev_close(d);
 	return rc ? 1 : 0;
 }
