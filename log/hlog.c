@@ -307,26 +307,6 @@
 #define LOG_TIER_MIN_PAGES 4         /* with a device: room to write, evict and allocate at once */
 #define LOG_IO_DEFAULT 128           /* --initial-io-record-size default (Garnet's) */
 
-/* ---------------- small helpers ---------------- */
-
-static inline void log_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-/* Back-off for short waits on another thread: pause a while, then give the CPU away. */
-static inline void log_spin(unsigned *n)
-{
-	if (++*n < 128)
-		log_cpu_relax();
-	else
-		sched_yield();
-}
-
 static inline uint64_t tail_page(const hlog *l, uint64_t w) { return w >> l->tail_shift; }
 static inline uint64_t tail_off(const hlog *l, uint64_t w) { return w & l->tail_off_mask; }
 
@@ -334,70 +314,6 @@ static inline uint64_t tail_off(const hlog *l, uint64_t w) { return w & l->tail_
 static inline uint64_t tail_address(const hlog *l, uint64_t w)
 {
 	return (tail_page(l, w) << l->page_bits) + SPW_MIN(tail_off(l, w), l->page_bytes);
-}
-
-/* ---------------- record locks (info word) ---------------- */
-
-/* Wait until a reachable record is published (note 6); returns its info. */
-static inline uint64_t rec_wait_valid(log_rec *r, uint64_t info)
-{
-	unsigned spins = 0;
-	while (SPW_UNLIKELY(!(info & REC_VALID))) {
-		log_spin(&spins);
-		info = atomic_load_explicit(&r->info, memory_order_acquire);
-	}
-	return info;
-}
-
-/* Shared lock for reading a mutable record. Returns the info word (with our share), or 0 without
- * a lock when the record is sealed and allow_sealed is false. */
-static uint64_t rec_lock_shared(log_rec *r, bool allow_sealed)
-{
-	unsigned spins = 0;
-	uint64_t info = atomic_load_explicit(&r->info, memory_order_relaxed);
-	for (;;) {
-		if ((info & REC_SEALED) && !allow_sealed)
-			return 0;
-		if ((info & REC_LOCK_X) || (info & REC_LOCK_S_MASK) == REC_LOCK_S_MASK) {
-			log_spin(&spins);
-			info = atomic_load_explicit(&r->info, memory_order_relaxed);
-			continue;
-		}
-		if (atomic_compare_exchange_weak_explicit(&r->info, &info, info + REC_LOCK_S_ONE,
-				memory_order_acquire, memory_order_relaxed))
-			return info + REC_LOCK_S_ONE;
-	}
-}
-
-static inline void rec_unlock_shared(log_rec *r)
-{
-	atomic_fetch_sub_explicit(&r->info, REC_LOCK_S_ONE, memory_order_release);
-}
-
-/* Exclusive lock for an in-place writer or an RCU source. Returns the info word (with REC_LOCK_X),
- * or 0 without a lock when the record is sealed. While X is held nobody else changes info, so the
- * holder edits its copy and publishes it with the unlock store. */
-static uint64_t rec_lock_excl(log_rec *r)
-{
-	unsigned spins = 0;
-	uint64_t info = atomic_load_explicit(&r->info, memory_order_relaxed);
-	for (;;) {
-		if (info & REC_SEALED)
-			return 0;
-		if (info & (REC_LOCK_X | REC_LOCK_S_MASK)) {
-			log_spin(&spins);
-			info = atomic_load_explicit(&r->info, memory_order_relaxed);
-			continue;
-		}
-		if (atomic_compare_exchange_weak_explicit(&r->info, &info, info | REC_LOCK_X,
-				memory_order_acquire, memory_order_relaxed))
-			return info | REC_LOCK_X;
-	}
-}
-
-static inline void rec_unlock_excl(log_rec *r, uint64_t info)
-{
-	atomic_store_explicit(&r->info, info & ~REC_LOCK_X, memory_order_release);
 }
 
 /* ---------------- frames and page turns ---------------- */
