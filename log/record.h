@@ -26,7 +26,7 @@
  *
  * Size = align8(16 + (expiry ? 8 : 0) + key_len + val_len). A record of at most page_bytes never
  * spans pages; a larger one starts a page and covers whole pages after it, its end sharing the last
- * one with the records that follow (hlog.c note 5). The bytes after the last record of a page stay
+ * one with the records that follow (alloc.c note 5). The bytes after the last record of a page stay
  * zero, and a record's info is never 0 (a new record carries REC_SEALED until published, a
  * published one REC_VALID), so a page walker reads info == 0 as "rest of this page is empty".
  * The same bytes go to the device unchanged: a record read back from address a is the record that
@@ -108,7 +108,7 @@ static inline void log_spin(unsigned *n)
 
 /* ---------------- record locks (info word) ---------------- */
 
-/* Wait until a reachable record is published (note 6); returns its info. */
+/* Wait until a reachable record is published (ops.c note 1); returns its info. */
 static inline uint64_t rec_wait_valid(log_rec *r, uint64_t info)
 {
 	unsigned spins = 0;
