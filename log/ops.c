@@ -216,12 +216,226 @@ static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool
 		op->ops->fill(op->ctx, old, dst, in_place);
 }
 
+/* One run of the update loop: what the lookup found and what the plan decided. */
+typedef struct log_upd {
+	hidx_slot slot;
+	bool have_slot;
+	log_rec *r;                  /* the newest version R (in memory or the fetched copy), or NULL */
+	uint64_t info;               /* R's info word (with REC_LOCK_X while mut) */
+	uint64_t a;                  /* R's address, 0 when the key is absent */
+	bool mut;                    /* R is mutable and we hold its exclusive lock */
+	int st;                      /* ST_*: R's state */
+	hlog_value old;              /* R's value when it is live */
+	const hlog_value *oldp;      /* &old when R is live, else NULL */
+	hlog_rmw_plan plan;
+	int result;                  /* what the operation returns once done */
+	bool wr, new_exp;            /* the new version: a value (not a tombstone), with an expiry */
+	uint64_t vlen, size;
+} log_upd;
+
+/* Step results of log_update's steps, besides what the operation returns (HLOG_* and errors). */
+enum { UPD_NEXT = 32, UPD_RESTART = 33 };
+
+/* Find the newest version R of k (note 3): in memory, or the fetched copy from the device. A
+ * mutable R comes back locked exclusive (u->mut). UPD_NEXT; UPD_RESTART (fuzzy band, or R sealed:
+ * nothing held); or what the operation returns (HLOG_NOTFOUND: no entry and nothing to write,
+ * HLOG_PENDING, a device read's error). */
+static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+{
+	hlog *l = s->l;
+	bool writes = op->kind == OP_RMW || op->kind == OP_UPSERT;
+	bool lazy = op->kind == OP_EXPIRE;
+	uint64_t cold = 0;
+	bool fetched = false;
+
+	u->r = NULL;
+	u->info = 0;
+	u->a = 0;
+	u->mut = false;
+	u->have_slot = hidx_entry_find(l->idx, k->hash, &u->slot) == 0;
+	if (!u->have_slot && !writes)
+		return HLOG_NOTFOUND;
+	if (u->have_slot)
+		u->a = log_chain_find(l, hidx_slot_addr(&u->slot), load_acq(&l->begin), k, &u->r, &u->info, &cold);
+	if (!u->a && cold) {
+		/* The newest version is on the device: plan from the fetched copy (note 3). */
+		int rc = pend_cold(s, k, cold, !lazy, &u->r, &u->info);
+		if (rc == PEND_FOUND) {
+			u->a = cold;
+			fetched = true;
+		} else if (rc != PEND_ABSENT) {
+			return lazy ? HLOG_NOTFOUND : rc;
+		}
+	}
+	if (u->a && !fetched) {
+		u->info = rec_wait_valid(u->r, u->info);
+		u->mut = u->a >= load_acq(&l->read_only);
+		if (!u->mut && u->a >= load_acq(&l->safe_ro))
+			return UPD_RESTART;   /* fuzzy band */
+		if (u->mut && !(u->info = rec_lock_excl(u->r)))
+			return UPD_RESTART;   /* sealed: a newer version is published */
+	}
+	return UPD_NEXT;
+}
+
+/* Classify R and decide what to write: u->st, u->old, u->plan, u->result and the new version's
+ * size. UPD_NEXT when there is something to write; else what the operation returns (a plan's error,
+ * SPW_E_TOO_BIG, or u->result when nothing changes), with R still locked: the caller unlocks. */
+static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+{
+	hlog *l = s->l;
+	log_rec *r = u->r;
+	uint64_t info = u->info;
+	int rc;
+
+	u->st = !u->a ? ST_ABSENT : (info & REC_TOMBSTONE) ? ST_TOMB
+		: rec_expired(r, info, s->now_ms) ? ST_EXPIRED : ST_LIVE;
+	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY };
+	if (u->st == ST_LIVE) {
+		u->old.ptr = rec_val(r, info);
+		u->old.len = r->val_len;
+		u->old.expire_ms = rec_expire_at(r, info);
+	}
+	u->oldp = u->st == ST_LIVE ? &u->old : NULL;
+
+	u->plan = (hlog_rmw_plan){ HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY };
+	u->result = HLOG_OK;
+	switch (op->kind) {
+	case OP_RMW:
+		rc = op->ops->plan(op->ctx, u->oldp, &u->plan);
+		if (rc < 0)
+			return rc;
+		break;
+	case OP_UPSERT:
+		u->plan.action = HLOG_RMW_WRITE;
+		u->plan.new_len = op->len;
+		u->plan.expire_ms = op->expire_ms;
+		break;
+	case OP_DELETE:
+		u->plan.action = HLOG_RMW_DELETE;
+		u->result = u->st == ST_LIVE ? HLOG_OK : HLOG_NOTFOUND;
+		break;
+	default: /* OP_EXPIRE */
+		u->result = HLOG_NOTFOUND;
+		break;
+	}
+	if (u->plan.action == HLOG_RMW_KEEP && u->st == ST_EXPIRED)
+		u->plan.action = HLOG_RMW_DELETE;      /* lazy expiry: whoever sees it removes it */
+	if (u->plan.action == HLOG_RMW_DELETE && (u->st == ST_ABSENT || u->st == ST_TOMB))
+		u->plan.action = HLOG_RMW_KEEP;
+	if (u->plan.action == HLOG_RMW_KEEP)
+		return u->result;
+
+	u->wr = u->plan.action == HLOG_RMW_WRITE;
+	u->new_exp = u->wr && u->plan.expire_ms != HLOG_NO_EXPIRY;
+	u->vlen = u->wr ? u->plan.new_len : 0;
+	u->size = rec_size_of(k->len, u->vlen, u->new_exp);
+	if (u->size > l->max_rec || (u->wr && u->plan.new_len > l->max_rec))
+		return SPW_E_TOO_BIG;
+	return UPD_NEXT;
+}
+
+/* R is mutable and locked: a delete sets its tombstone bit, a write of the same size and expiry
+ * presence rewrites it in place. u->result with R unlocked, or UPD_NEXT (R still locked): the new
+ * version goes to the tail. */
+static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
+{
+	log_rec *r = u->r;
+	uint64_t info = u->info;
+
+	if (!u->wr) {
+		info |= REC_TOMBSTONE;
+		log_count(s, u->st, info, u->plan.action, false);
+		ctr_add(&s->inplace_updates, 1);
+		rec_unlock_excl(r, info);
+		return u->result;
+	}
+	bool cur_exp = (info & REC_HAS_EXPIRY) != 0;
+	if (u->new_exp == cur_exp && u->size == rec_size(r, info)) {
+		/* In place. A tombstoned or expired R is revived: fill writes it whole. */
+		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
+		log_count(s, u->st, info, u->plan.action, u->new_exp);
+		r->val_len = (uint32_t)u->vlen;
+		if (u->new_exp)
+			*(int64_t *)(r + 1) = u->plan.expire_ms;
+		info &= ~REC_TOMBSTONE;
+		ctr_add(&s->inplace_updates, 1);
+		rec_unlock_excl(r, info);
+		return u->result;
+	}
+	return UPD_NEXT;
+}
+
+/* A new version at the tail: RCU from R, a tombstone, or the first version of the key (notes 1 and
+ * 3). What the operation returns, with R unlocked (sealed once the new version is valid), or
+ * UPD_RESTART: nothing was published and R is unlocked. */
+static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+{
+	hlog *l = s->l;
+	bool lazy = op->kind == OP_EXPIRE;
+	int rc;
+
+	if (!u->have_slot) {
+		if ((rc = hidx_entry_find_or_create(l->idx, k->hash, &u->slot)) < 0)
+			return rc;
+		if (hidx_slot_addr(&u->slot) != 0)
+			return UPD_RESTART;   /* someone published into the entry meanwhile: replan */
+		u->have_slot = true;
+	}
+	uint64_t need = 0;
+	int64_t na = alloc_reserve(s, u->size, &need);
+	if (na < 0) {
+		if (u->mut)
+			rec_unlock_excl(u->r, u->info);
+		if (na == LOG_E_RETRY)
+			return UPD_RESTART;
+		if (na == LOG_E_WAIT) {
+			if (lazy)
+				return u->result;
+			/* No frame until a page write finishes (pending.c note 2): nothing was changed. */
+			rc = pend_wait(s, need);
+			return rc == 0 ? UPD_RESTART : rc;
+		}
+		if (na == SPW_E_LOG_FULL)
+			ctr_add(&s->log_full_errors, 1);
+		return lazy ? u->result : (int)na;
+	}
+	log_rec *n = hlog_rec_at(l, (uint64_t)na);
+	uint64_t ninfo = hidx_slot_addr(&u->slot) | (u->new_exp ? REC_HAS_EXPIRY : 0) | (u->wr ? 0 : REC_TOMBSTONE);
+	/* Sealed, not valid: unpublished (the frame is zero, so the info word is the first write). */
+	atomic_store_explicit(&n->info, ninfo | REC_SEALED, memory_order_relaxed);
+	n->key_len = (uint32_t)k->len;
+	n->val_len = (uint32_t)u->vlen;
+	if (u->new_exp)
+		*(int64_t *)(n + 1) = u->plan.expire_ms;
+	memcpy(rec_key(n, ninfo), k->ptr, k->len);
+	if (u->wr)
+		log_fill(op, u->oldp, rec_val(n, ninfo), false);
+	/* The CAS publishes the record's bytes (release) to whoever reads the entry. */
+	if (!hidx_slot_cas(&u->slot, (uint64_t)na)) {
+		if (u->mut)
+			rec_unlock_excl(u->r, u->info);
+		return UPD_RESTART;   /* the record stays sealed and invalid: garbage */
+	}
+	atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
+	/* Seal the source only after the new version is valid, so that whoever locks it next and
+	 * sees the seal finds the new version by restarting. */
+	if (u->mut)
+		rec_unlock_excl(u->r, u->info | REC_SEALED);
+	/* A flush that overtook us made the new version invisible: it must not be counted. */
+	if ((uint64_t)na >= load_acq(&l->begin))
+		log_count(s, u->st, u->info, u->plan.action, u->new_exp);
+	ctr_add(u->a ? &s->rcu_updates : &s->appends, 1);
+	return u->result;
+}
+
 /*
- * The one update path behind upsert, RMW, delete and lazy expiry (note 3). Returns HLOG_OK,
- * HLOG_NOTFOUND (delete of an absent key), HLOG_PENDING (a device read or a frame wait, pending.c
- * notes 1 and 2), a plan's error, SPW_E_TOO_BIG, SPW_E_LOG_FULL, SPW_E_STORE_ERROR, a device
- * read's error or -ENOMEM (index full). Lazy expiry (OP_EXPIRE) is best effort: it never waits or
- * reads.
+ * The one update path behind upsert, RMW, delete and lazy expiry (note 3), in four steps: find R,
+ * plan, in place (mutable R), append. A step that must restart holds nothing: the loop refreshes
+ * the epoch and starts again from the index. Returns HLOG_OK, HLOG_NOTFOUND (delete of an absent
+ * key), HLOG_PENDING (a device read or a frame wait, pending.c notes 1 and 2), a plan's error,
+ * SPW_E_TOO_BIG, SPW_E_LOG_FULL, SPW_E_STORE_ERROR, a device read's error or -ENOMEM (index full).
+ * Lazy expiry (OP_EXPIRE) is best effort: it never waits or reads.
  */
 static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 {
@@ -236,178 +450,23 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 		return writes ? SPW_E_TOO_BIG : HLOG_NOTFOUND;
 
 	for (;;) {
-		hidx_slot slot;
-		log_rec *r = NULL;
-		uint64_t info = 0, a = 0, cold = 0;
-		bool fetched = false;
-		bool have_slot = hidx_entry_find(l->idx, k->hash, &slot) == 0;
-		if (!have_slot && !writes)
-			return HLOG_NOTFOUND;
-		if (have_slot)
-			a = log_chain_find(l, hidx_slot_addr(&slot), load_acq(&l->begin), k, &r, &info, &cold);
-		if (!a && cold) {
-			/* The newest version is on the device: plan from the fetched copy (note 3). */
-			int rc = pend_cold(s, k, cold, !lazy, &r, &info);
-			if (rc == PEND_FOUND) {
-				a = cold;
-				fetched = true;
-			} else if (rc != PEND_ABSENT) {
-				return lazy ? HLOG_NOTFOUND : rc;
-			}
-		}
-		bool mut = false;
-		if (a && !fetched) {
-			info = rec_wait_valid(r, info);
-			mut = a >= load_acq(&l->read_only);
-			if (!mut && a >= load_acq(&l->safe_ro)) {
-				log_retry(s, &spins);   /* fuzzy band */
-				continue;
-			}
-			if (mut && !(info = rec_lock_excl(r))) {
-				log_retry(s, &spins);   /* sealed: a newer version is published */
-				continue;
-			}
-		}
-
-		int st = !a ? ST_ABSENT : (info & REC_TOMBSTONE) ? ST_TOMB
-			: rec_expired(r, info, s->now_ms) ? ST_EXPIRED : ST_LIVE;
-		hlog_value old = { NULL, 0, HLOG_NO_EXPIRY };
-		if (st == ST_LIVE) {
-			old.ptr = rec_val(r, info);
-			old.len = r->val_len;
-			old.expire_ms = rec_expire_at(r, info);
-		}
-		const hlog_value *oldp = st == ST_LIVE ? &old : NULL;
-
-		hlog_rmw_plan plan = { HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY };
-		int result = HLOG_OK, rc;
-		switch (op->kind) {
-		case OP_RMW:
-			rc = op->ops->plan(op->ctx, oldp, &plan);
-			if (rc < 0)
-				goto unlock_return;
-			break;
-		case OP_UPSERT:
-			plan.action = HLOG_RMW_WRITE;
-			plan.new_len = op->len;
-			plan.expire_ms = op->expire_ms;
-			break;
-		case OP_DELETE:
-			plan.action = HLOG_RMW_DELETE;
-			result = st == ST_LIVE ? HLOG_OK : HLOG_NOTFOUND;
-			break;
-		default: /* OP_EXPIRE */
-			result = HLOG_NOTFOUND;
-			break;
-		}
-		if (plan.action == HLOG_RMW_KEEP && st == ST_EXPIRED)
-			plan.action = HLOG_RMW_DELETE;      /* lazy expiry: whoever sees it removes it */
-		if (plan.action == HLOG_RMW_DELETE && (st == ST_ABSENT || st == ST_TOMB))
-			plan.action = HLOG_RMW_KEEP;
-		if (plan.action == HLOG_RMW_KEEP) {
-			rc = result;
-			goto unlock_return;
-		}
-
-		bool wr = plan.action == HLOG_RMW_WRITE;
-		bool new_exp = wr && plan.expire_ms != HLOG_NO_EXPIRY;
-		uint64_t vlen = wr ? plan.new_len : 0;
-		uint64_t size = rec_size_of(k->len, vlen, new_exp);
-		if (size > l->max_rec || (wr && plan.new_len > l->max_rec)) {
-			rc = SPW_E_TOO_BIG;
-			goto unlock_return;
-		}
-
-		if (mut) {
-			if (!wr) {
-				info |= REC_TOMBSTONE;
-				log_count(s, st, info, plan.action, false);
-				ctr_add(&s->inplace_updates, 1);
-				rec_unlock_excl(r, info);
-				return result;
-			}
-			bool cur_exp = (info & REC_HAS_EXPIRY) != 0;
-			if (new_exp == cur_exp && size == rec_size(r, info)) {
-				/* In place. A tombstoned or expired R is revived: fill writes it whole. */
-				log_fill(op, oldp, rec_val(r, info), st == ST_LIVE);
-				log_count(s, st, info, plan.action, new_exp);
-				r->val_len = (uint32_t)vlen;
-				if (new_exp)
-					*(int64_t *)(r + 1) = plan.expire_ms;
-				info &= ~REC_TOMBSTONE;
-				ctr_add(&s->inplace_updates, 1);
-				rec_unlock_excl(r, info);
-				return result;
-			}
-		}
-
-		/* A new version at the tail: RCU from R, a tombstone, or the first version of the key. */
-		if (!have_slot) {
-			if ((rc = hidx_entry_find_or_create(l->idx, k->hash, &slot)) < 0)
-				return rc;
-			if (hidx_slot_addr(&slot) != 0) {
-				log_retry(s, &spins);   /* someone published into the entry meanwhile: replan */
-				continue;
-			}
-			have_slot = true;
-		}
-		uint64_t need = 0;
-		int64_t na = alloc_reserve(s, size, &need);
-		if (na < 0) {
-			if (mut)
-				rec_unlock_excl(r, info);
-			if (na == LOG_E_RETRY) {
-				log_retry(s, &spins);
-				continue;
-			}
-			if (na == LOG_E_WAIT) {
-				if (lazy)
-					return result;
-				/* No frame until a page write finishes (pending.c note 2): nothing was changed. */
-				rc = pend_wait(s, need);
-				if (rc == 0) {
-					log_retry(s, &spins);
-					continue;
-				}
+		log_upd u;
+		int rc = log_update_find(s, k, op, &u);
+		if (rc == UPD_NEXT) {
+			rc = log_update_plan(s, k, op, &u);
+			if (rc != UPD_NEXT) {
+				if (u.mut)
+					rec_unlock_excl(u.r, u.info);
 				return rc;
 			}
-			if (na == SPW_E_LOG_FULL)
-				ctr_add(&s->log_full_errors, 1);
-			return lazy ? result : (int)na;
+			if (u.mut)
+				rc = log_update_in_place(s, op, &u);
+			if (rc == UPD_NEXT)
+				rc = log_update_append(s, k, op, &u);
 		}
-		log_rec *n = hlog_rec_at(l, (uint64_t)na);
-		uint64_t ninfo = hidx_slot_addr(&slot) | (new_exp ? REC_HAS_EXPIRY : 0) | (wr ? 0 : REC_TOMBSTONE);
-		/* Sealed, not valid: unpublished (the frame is zero, so the info word is the first write). */
-		atomic_store_explicit(&n->info, ninfo | REC_SEALED, memory_order_relaxed);
-		n->key_len = (uint32_t)k->len;
-		n->val_len = (uint32_t)vlen;
-		if (new_exp)
-			*(int64_t *)(n + 1) = plan.expire_ms;
-		memcpy(rec_key(n, ninfo), k->ptr, k->len);
-		if (wr)
-			log_fill(op, oldp, rec_val(n, ninfo), false);
-		/* The CAS publishes the record's bytes (release) to whoever reads the entry. */
-		if (!hidx_slot_cas(&slot, (uint64_t)na)) {
-			if (mut)
-				rec_unlock_excl(r, info);
-			log_retry(s, &spins);   /* the record stays sealed and invalid: garbage */
-			continue;
-		}
-		atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
-		/* Seal the source only after the new version is valid, so that whoever locks it next and
-		 * sees the seal finds the new version by restarting. */
-		if (mut)
-			rec_unlock_excl(r, info | REC_SEALED);
-		/* A flush that overtook us made the new version invisible: it must not be counted. */
-		if ((uint64_t)na >= load_acq(&l->begin))
-			log_count(s, st, info, plan.action, new_exp);
-		ctr_add(a ? &s->rcu_updates : &s->appends, 1);
-		return result;
-
-unlock_return:
-		if (mut)
-			rec_unlock_excl(r, info);
-		return rc;
+		if (rc != UPD_RESTART)
+			return rc;
+		log_retry(s, &spins);
 	}
 }
 
