@@ -153,7 +153,7 @@ struct hlog {
 	uint64_t buf_min;                  /* smallest pooled read buffer */
 	bool read_merge;                   /* !hlog_config.no_read_merge (readq.c note 1) */
 
-	/* Markers: read by every operation, written rarely (page turns, flush, epoch actions). */
+	/* Markers: read by every operation, written rarely and only by alloc.c (its note 2). */
 	_Atomic uint64_t begin SPW_ALIGNED_CL;
 	_Atomic uint64_t head;
 	_Atomic uint64_t safe_head;
@@ -216,6 +216,8 @@ static inline uint64_t tail_address(const hlog *l, uint64_t w)
 {
 	return (tail_page(l, w) << l->page_bits) + SPW_MIN(tail_off(l, w), l->page_bytes);
 }
+
+/* ---------------- the epoch ---------------- */
 
 /* Let due epoch actions run: a protected session refreshes (poll runs between operations). */
 static inline void log_epoch_step(hlog_session *s)
