@@ -90,7 +90,7 @@ void hlog_session_refresh(hlog_session *s);
 void hlog_session_set_now(hlog_session *s, int64_t now_ms);
 
 /*
- * Storage tier: pending operations (see the design notes in hlog.c).
+ * Storage tier: pending operations (see the design notes in pending.c).
  *
  * With a device, a record below HeadAddress lives only on the device. An operation that needs it
  * (read, RMW, delete, upsert of a key that may exist on the device, scan) returns HLOG_PENDING after
@@ -125,7 +125,7 @@ int hlog_session_poll(hlog_session *s);
  * an eviction finished elsewhere. */
 int hlog_session_fd(hlog_session *s);
 /* Device requests (reads and page writes) this session has handed to the device, or staged for
- * its next submission (hlog.c note 21), whose completion has not been handled yet. 0 with ops
+ * its next submission (readq.c note 1), whose completion has not been handled yet. 0 with ops
  * still parked means nothing of this session's own will make hlog_session_fd readable (reads held
  * back by the device throttle, a page write on another session): poll again after a short sleep. */
 uint32_t hlog_session_inflight(hlog_session *s);

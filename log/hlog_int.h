@@ -1,6 +1,8 @@
 /*
- * hlog_int.h - the log's guts, private to log/ (and its tests): record layout, the store and
- * session structs, and a record walker for tests, recovery and compaction. See hlog.c's notes.
+ * hlog_int.h - the log's guts, private to log/ (and its tests): the store and session structs, the
+ * small helpers every file of log/ shares, and a record walker for tests, recovery and compaction.
+ * The record layout is record.h; each module's own declarations are in its *_int.h (alloc, pending,
+ * readq, scan). The design notes open each module's .c file; store.c shows how they call each other.
  */
 #ifndef SPW_HLOG_INT_H
 #define SPW_HLOG_INT_H
@@ -15,78 +17,7 @@
 #include "index/hidx.h"
 #include "log/epoch_int.h"
 #include "log/hlog.h"
-
-/* ---------------- record layout ----------------
- *
- *   +0   info      u64   (bits below; the only field that changes after publication, except
- *                         val_len, expire_at and the value, which change in place under the
- *                         record's exclusive lock while the record is mutable)
- *   +8   key_len   u32
- *   +12  val_len   u32
- *   +16  expire_at i64   only when REC_HAS_EXPIRY: absolute unix ms
- *   ...  key bytes, value bytes, zero padding to 8
- *
- * Size = align8(16 + (expiry ? 8 : 0) + key_len + val_len). A record of at most page_bytes never
- * spans pages; a larger one starts a page and covers whole pages after it, its end sharing the last
- * one with the records that follow (hlog.c note 5). The bytes after the last record of a page stay
- * zero, and a record's info is never 0 (a new record carries REC_SEALED until published, a
- * published one REC_VALID), so a page walker reads info == 0 as "rest of this page is empty".
- * The same bytes go to the device unchanged: a record read back from address a is the record that
- * was at a in memory (its lock bits may hold a reader's count; nobody looks at them there).
- */
-#define REC_PREV_MASK     ((1ULL << 48) - 1)  /* bits 0-47: previous record of the chain (0 = none) */
-#define REC_TOMBSTONE     (1ULL << 48)        /* bit 48: the key is deleted as of this version */
-#define REC_VALID         (1ULL << 49)        /* bit 49: published (its index CAS succeeded) */
-#define REC_SEALED        (1ULL << 50)        /* bit 50: valid+sealed = superseded by a newer version
-                                               * (RCU from a mutable record); !valid+sealed = not yet
-                                               * published, or never (lost its CAS: garbage) */
-#define REC_HAS_EXPIRY    (1ULL << 51)        /* bit 51: expire_at present; fixed for the record's life */
-#define REC_TYPE_SHIFT    52                  /* bits 52-53: reserved, record type (data types later) */
-#define REC_TYPE_MASK     (3ULL << REC_TYPE_SHIFT)
-#define REC_LOCK_X        (1ULL << 54)        /* bit 54: exclusive lock (in-place writer, RCU source) */
-#define REC_LOCK_S_SHIFT  55                  /* bits 55-61: shared lock count (readers of mutable) */
-#define REC_LOCK_S_ONE    (1ULL << REC_LOCK_S_SHIFT)
-#define REC_LOCK_S_MASK   (0x7FULL << REC_LOCK_S_SHIFT)
-#define REC_VERSION_SHIFT 62                  /* bits 62-63: reserved, checkpoint version */
-#define REC_VERSION_MASK  (3ULL << REC_VERSION_SHIFT)
-
-#define REC_HDR_BYTES 16u
-
-typedef struct log_rec {
-	_Atomic uint64_t info;
-	uint32_t key_len;
-	uint32_t val_len;
-} log_rec;
-
-static inline uint64_t rec_size_of(uint64_t klen, uint64_t vlen, bool has_expiry)
-{
-	return SPW_ALIGN_UP(REC_HDR_BYTES + (has_expiry ? 8u : 0u) + klen + vlen, 8);
-}
-
-static inline uint8_t *rec_key(const log_rec *r, uint64_t info)
-{
-	return (uint8_t *)r + REC_HDR_BYTES + ((info & REC_HAS_EXPIRY) ? 8u : 0u);
-}
-
-static inline uint8_t *rec_val(const log_rec *r, uint64_t info)
-{
-	return rec_key(r, info) + r->key_len;
-}
-
-static inline int64_t rec_expire_at(const log_rec *r, uint64_t info)
-{
-	return (info & REC_HAS_EXPIRY) ? *(const int64_t *)(r + 1) : HLOG_NO_EXPIRY;
-}
-
-static inline bool rec_expired(const log_rec *r, uint64_t info, int64_t now_ms)
-{
-	return (info & REC_HAS_EXPIRY) && rec_expire_at(r, info) < now_ms;
-}
-
-static inline uint64_t rec_size(const log_rec *r, uint64_t info)
-{
-	return rec_size_of(r->key_len, r->val_len, (info & REC_HAS_EXPIRY) != 0);
-}
+#include "log/record.h"
 
 /* ---------------- small shared helpers ---------------- */
 
@@ -117,55 +48,53 @@ static inline void ctr_add_signed(_Atomic int64_t *c, int64_t d)
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
 }
 
-/* ---------------- the storage tier's session state (tier.c) ---------------- */
+/* ---------------- the storage tier's session state ----------------
+ *
+ * Owned by the session's thread. Each group of fields belongs to one module, named beside it; no
+ * other module writes them (pending.c's fetch completion counts scan_inflight down for scan.c).
+ */
 
 struct dev_queue;
-typedef struct tier_op tier_op;
-typedef struct tier_fetch tier_fetch;
-typedef struct tier_io tier_io;
+typedef struct pend_op pend_op;
+typedef struct pend_fetch pend_fetch;
+typedef struct readq_io readq_io;
 
-#define TIER_BUF_CLASSES 8               /* pooled read buffers: buf_min << 0 .. << 7 */
-
-/* Internal results of tier_cold (positive, never returned to callers of the public API). */
-enum { TIER_FOUND = 16, TIER_ABSENT = 17 };
-
-/* Internal results of log_alloc, besides an address, SPW_E_LOG_FULL, SPW_E_TOO_BIG and
- * SPW_E_STORE_ERROR. */
-#define LOG_E_RETRY (-EAGAIN)            /* drop everything, refresh, restart (an epoch action) */
-#define LOG_E_WAIT (-EINPROGRESS)        /* a frame is waiting for its page to reach the device */
+#define READQ_BUF_CLASSES 8              /* pooled read buffers: buf_min << 0 .. << 7 */
 
 typedef struct tier_session {
+	/* readq.c: the device queue, IO objects, staging, the backlog, the buffer pool. */
 	struct dev_queue *q;               /* NULL until hlog_session_attach (or without a device) */
-	hlog_ready_fn ready;
-	void *cb_arg;
-	void *op_ctx;                      /* hlog_session_set_op */
-	bool closing;
+	bool closing;                      /* set by readq_queue_close; fetches stop going on */
 	bool unsubmitted;                  /* requests queued since the last dev_submit */
-	bool issuing;                      /* inside tier_cold's first read: no ready callback */
 	/* Requests the device refused with -EAGAIN (throttle, queue depth), in order. */
-	tier_io *backlog_head, *backlog_tail;
+	readq_io *backlog_head, *backlog_tail;
 	uint32_t backlog;
-	tier_io *io_free;
-	/* Scatter-gather (note 21): record reads queued since the last submission (merged and sorted
+	readq_io *io_free;
+	/* Scatter-gather (readq.c note 1): record reads queued since the last submission (merged, sorted
 	 * there), and every record read queued or in flight, by device offset (identical reads share). */
-	tier_io *stage_head, *stage_tail;
+	readq_io *stage_head, *stage_tail;
 	uint32_t nstaged;
-	tier_io **stage_arr;               /* sort space, grown as needed */
+	readq_io **stage_arr;              /* sort space, grown as needed */
 	uint8_t *gap_buf;                  /* a sector that vectored reads drop gap bytes into */
 	uint64_t gap_cap;
 	uint32_t stage_cap;
-	tier_io **rd_hash;                 /* chains through tier_io.hnext; allocated at attach */
+	readq_io **rd_hash;                /* chains through readq_io.hnext; allocated at attach */
 	uint32_t rd_mask;
-	tier_fetch *fetch_free;
-	tier_op *op_free;
+	uint8_t *buf_free[READQ_BUF_CLASSES];  /* pooled aligned buffers (first word links) */
+	/* pending.c: the op table, fetches, the ready and wait lists. */
+	hlog_ready_fn ready;
+	void *cb_arg;
+	void *op_ctx;                      /* hlog_session_set_op */
+	bool issuing;                      /* inside pend_cold's first read: no ready callback */
+	pend_fetch *fetch_free;
+	pend_op *op_free;
 	/* Pending operations by op_ctx: an open hash table of chains. */
-	tier_op **ops;
+	pend_op **ops;
 	uint32_t ops_mask, ops_count;
-	tier_op *ready_head, *ready_tail;  /* ops whose reads are done: ready callbacks in poll */
-	tier_op *wait_head;                /* ops waiting for a frame (flush waits) */
+	pend_op *ready_head, *ready_tail;  /* ops whose reads are done: ready callbacks in poll */
+	pend_op *wait_head;                /* ops waiting for a frame (flush waits) */
 	uint32_t nwait;
-	uint8_t *buf_free[TIER_BUF_CLASSES];   /* pooled aligned buffers (first word links) */
-	/* Scan (blocking compromise, note 18). */
+	/* scan.c: the device part of a scan (blocking compromise, scan.c note 2). */
 	uint32_t scan_inflight;
 	int scan_err;
 	void *scan_chains;                 /* scan_chain array, grown as needed */
@@ -190,7 +119,7 @@ struct hlog_session {
 #define HLOG_CTR_SESSION_FIELD(field, kind, info, doc) _Atomic uint64_t field;
 	HLOG_COUNTERS(HLOG_CTR_SESSION_FIELD)
 #undef HLOG_CTR_SESSION_FIELD
-	/* Read by other threads that signal this session's fd (tier_signal, under l->sig_mu). */
+	/* Read by other threads that signal this session's fd (alloc_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */
 	tier_session t;                    /* owned by the session's thread */
@@ -212,7 +141,7 @@ struct hlog {
 	uint64_t frame_slots;              /* max_pages rounded up to a power of two */
 	uint64_t mutable_pages;
 	uint64_t page_limit;               /* first page number past the 48-bit address space */
-	uint64_t max_rec;                  /* largest record (note 5) */
+	uint64_t max_rec;                  /* largest record (alloc.c note 5) */
 	uint64_t buckets;                  /* index main buckets (scan cursor end) */
 	hlog_session *sessions;
 	int max_sessions;
@@ -222,9 +151,9 @@ struct hlog {
 	uint32_t initial_io;               /* first read of a pending record, before sector rounding */
 	uint64_t io_chunk;                 /* the largest single request: a power of two, segment-aligned */
 	uint64_t buf_min;                  /* smallest pooled read buffer */
-	bool read_merge;                   /* !hlog_config.no_read_merge (note 21) */
+	bool read_merge;                   /* !hlog_config.no_read_merge (readq.c note 1) */
 
-	/* Markers: read by every operation, written rarely (page turns, flush, epoch actions). */
+	/* Markers: read by every operation, written rarely and only by alloc.c (its note 2). */
 	_Atomic uint64_t begin SPW_ALIGNED_CL;
 	_Atomic uint64_t head;
 	_Atomic uint64_t safe_head;
@@ -236,7 +165,7 @@ struct hlog {
 	/* The tail: written by every allocation, so alone on its line. */
 	_Atomic uint64_t tail SPW_ALIGNED_CL;
 
-	/* Flush and eviction bookkeeping (note 14): written by page turns and IO completions. */
+	/* Flush and eviction bookkeeping (alloc.c note 7): written by page turns and IO completions. */
 	_Atomic uint64_t flush_claimed SPW_ALIGNED_CL;  /* pages below have had their writes queued */
 	_Atomic uint64_t evict_want;       /* the Head some page turn needs */
 	_Atomic uint64_t ro_bumped;        /* ReadOnly value whose SafeReadOnly action is queued */
@@ -244,13 +173,13 @@ struct hlog {
 	_Atomic int nwaiting;              /* sessions with wait_flag set */
 
 	/* Rarely touched. */
-	pthread_mutex_t release_mu SPW_ALIGNED_CL;  /* serialises frame release (note 12) */
-	pthread_mutex_t sig_mu;            /* tier_signal against a session closing its fd */
+	pthread_mutex_t release_mu SPW_ALIGNED_CL;  /* serialises frame release (alloc.c note 9) */
+	pthread_mutex_t sig_mu;            /* alloc_signal against a session closing its fd */
 	_Atomic uint8_t *frame_used;       /* per frame slot: 1 while it holds a live page */
 	_Atomic uint64_t *flush_done;      /* per frame slot: page + 1 of the last page written whole */
 	_Atomic uint64_t *flush_left;      /* per frame slot: page << 16 | writes still in flight */
 	_Atomic uint64_t *span_first;      /* per frame slot: page << 24 | (last - page) for the first
-	                                      page of a record spanning pages (note 5) */
+	                                      page of a record spanning pages (alloc.c note 5) */
 	_Atomic uint64_t *span_cont;       /* per frame slot: page << 32 | end offset in this page of the
 	                                      spanning record it continues (walkers skip that far) */
 	_Atomic uint64_t allocated_pages;
@@ -277,45 +206,27 @@ static inline uint64_t log_span_cont_end(const hlog *l, uint64_t p)
 	return (w >> 32) == p ? (w & 0xffffffffULL) : 0;
 }
 
-/* The ReadOnly an eviction up to need requires: need, or the end of the last page of a spanning
- * record that need cuts (FlushedUntil steps over a spanning record whole, note 5). */
-static inline uint64_t log_evict_ro(const hlog *l, uint64_t need)
+/* ---------------- the tail word (alloc.c note 4) ---------------- */
+
+static inline uint64_t tail_page(const hlog *l, uint64_t w) { return w >> l->tail_shift; }
+static inline uint64_t tail_off(const hlog *l, uint64_t w) { return w & l->tail_off_mask; }
+
+/* The tail word as an address; an overshot offset means "the end of that page". */
+static inline uint64_t tail_address(const hlog *l, uint64_t w)
 {
-	uint64_t p = need >> l->page_bits;
-	if (!(need & (l->page_bytes - 1)) && !log_span_cont_end(l, p))
-		return need;
-	while (log_span_cont_end(l, p + 1))
-		p++;
-	return (p + 1) << l->page_bits;
+	return (tail_page(l, w) << l->page_bits) + SPW_MIN(tail_off(l, w), l->page_bytes);
 }
 
-/* ---------------- between hlog.c and tier.c ---------------- */
+/* ---------------- the epoch ---------------- */
 
-/* Queue the SafeReadOnly / frame-release epoch action for the current ReadOnly / Head unless one is
- * queued already. false when the epoch's drain list was full (a later call queues it). */
-bool log_ro_bump(hlog *l);
-bool log_head_bump(hlog *l);
-/* Release the frames of pages below head, then publish SafeHead (an epoch action's body). */
-void log_frames_release(hlog *l, uint64_t head);
-
-/* Page turn with a device: make room for frames below need, with ReadOnly at least ro (see
- * log_evict_ro). 0 when SafeHead already passed need (or !wait), else LOG_E_RETRY (only the epoch
- * is missing), LOG_E_WAIT (a page write must finish first) or SPW_E_STORE_ERROR. */
-int tier_evict_for(hlog *l, uint64_t need, uint64_t ro, bool wait);
-/* The cold branch of a chain walk: see tier.c. */
-int tier_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log_rec **r /* out */,
-              uint64_t *info /* out */);
-/* An update found no frame: register the op for a wake-up. HLOG_PENDING, 0 (room now: retry), or
- * an error. */
-int tier_wait(hlog_session *s, uint64_t need);
-/* Wake sessions with ops waiting for a frame (after FlushedUntil, SafeHead or the error moved). */
-void tier_signal(hlog *l);
-void tier_session_close(hlog_session *s);
-/* Claim the page writes that became due (below SafeReadOnly) and queue them on s's device queue. */
-void tier_flush_claim(hlog_session *s);
-/* Scan's device part (note 18). */
-void tier_scan_chain_add(hlog_session *s, uint64_t word, uint64_t cold);
-void tier_scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx);
-void tier_scan_reset(hlog_session *s);
+/* Let due epoch actions run: a protected session refreshes (poll runs between operations). */
+static inline void log_epoch_step(hlog_session *s)
+{
+	epoch *e = s->l->ep;
+	if (epoch_is_protected(e, s->id))
+		epoch_refresh(e, s->id);
+	else
+		epoch_drain(e);
+}
 
 #endif

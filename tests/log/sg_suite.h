@@ -1,5 +1,5 @@
 /*
- * sg_suite.h - scatter-gather reads of the storage tier (hlog.c note 21), written once and included
+ * sg_suite.h - scatter-gather reads of the storage tier (readq.c note 1), written once and included
  * once per device backend. The including file defines SG_TYPE, the --device-type string.
  *
  * Each test loads small records into a store whose memory is a small fraction of the data, so the
