@@ -1,6 +1,6 @@
 /*
- * log_test.h - helpers shared by the log tests: opening a small store, keys, value callbacks, and
- * the 8-byte counter RMW used by the increment tests.
+ * log_test.h - helpers shared by the log tests: opening a small store, keys, value callbacks, the
+ * store's counters, and the 8-byte counter RMW used by the increment tests.
  */
 #ifndef SPW_LOG_TEST_H
 #define SPW_LOG_TEST_H
@@ -32,6 +32,27 @@ static inline void test_key_make(test_key *t, const char *prefix, int i)
 {
 	int n = snprintf(t->buf, sizeof(t->buf), "%s:%d", prefix, i);
 	hlog_key_init(&t->k, t->buf, (size_t)n);
+}
+
+/* The i of a key made by test_key_make(prefix, i); false for any other key (a scan's keys are not
+ * NUL-terminated). */
+static inline bool test_key_parse(const void *key, size_t klen, const char *prefix, int *i)
+{
+	char buf[64];
+	size_t plen = strlen(prefix);
+	if (klen >= sizeof(buf) || klen <= plen + 1 || memcmp(key, prefix, plen) != 0)
+		return false;
+	memcpy(buf, key, klen);
+	buf[klen] = 0;
+	return buf[plen] == ':' && sscanf(buf + plen + 1, "%d", i) == 1;
+}
+
+/* The store's counters and markers now. */
+static inline hlog_info info_of(hlog *l)
+{
+	hlog_info i;
+	hlog_info_get(l, &i);
+	return i;
 }
 
 /* A copy of the value seen by a read. */
