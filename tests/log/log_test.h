@@ -55,6 +55,22 @@ static inline hlog_info info_of(hlog *l)
 	return i;
 }
 
+/* Scan the whole index, count buckets a call, refreshing the (protected) session between calls.
+ * The last error a call reported (hlog_scan_error), 0 when none did. Include after cmocka.h. */
+static inline int scan_whole(hlog_session *s, uint64_t count, hlog_key_fn fn, void *ctx)
+{
+	uint64_t cursor = 0;
+	int err = 0, calls = 0;
+	do {
+		cursor = hlog_scan(s, cursor, count, fn, ctx);
+		if (hlog_scan_error(s))
+			err = hlog_scan_error(s);
+		hlog_session_refresh(s);
+		assert_true(++calls < 100000);
+	} while (cursor != 0);
+	return err;
+}
+
 /* A copy of the value seen by a read. */
 typedef struct read_buf {
 	uint8_t data[8192];

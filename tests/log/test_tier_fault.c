@@ -51,8 +51,7 @@ static void test_tier_a_failed_device_read_fails_only_its_operation(void **state
 	dev *d = f->env.d;
 	bool matched;
 	enum { N = 12000 };
-	model_init(m, N, "rfail");
-	model_load(ts, m, 1);
+	tier_load(f, N, "rfail");
 
 	/* One failed read: that operation gets -EIO, the next ones are served. */
 	uint64_t hits0 = dev_fault_hits(d);
@@ -77,14 +76,7 @@ static void test_tier_a_failed_device_read_fails_only_its_operation(void **state
 	/* A scan that cannot read a chain says so (and skips that chain only). */
 	arm(d, DEV_FAULT_ERROR, 1, true, DEV_OP_READ);
 	hlog_session_protect(ts->s);
-	uint64_t cursor = 0;
-	int scan_err = 0;
-	do {
-		cursor = hlog_scan(ts->s, cursor, 256, scan_noop_fn, NULL);
-		if (hlog_scan_error(ts->s))
-			scan_err = hlog_scan_error(ts->s);
-		hlog_session_refresh(ts->s);
-	} while (cursor != 0);
+	int scan_err = scan_whole(ts->s, 256, scan_noop_fn, NULL);
 	hlog_session_unprotect(ts->s);
 	assert_int_equal(scan_err, -EIO);
 	disarm(d);

@@ -518,13 +518,8 @@ static void model_scan_check(tsess *ts, model *m, int others)
 {
 	scan_tally st = { m, calloc((size_t)m->n, sizeof(int)), 0, 0 };
 	assert_non_null(st.seen);
-	uint64_t cursor = 0;
 	hlog_session_protect(ts->s);
-	do {
-		cursor = hlog_scan(ts->s, cursor, 256, scan_tally_fn, &st);
-		assert_int_equal(hlog_scan_error(ts->s), 0);
-		hlog_session_refresh(ts->s);
-	} while (cursor != 0);
+	assert_int_equal(scan_whole(ts->s, 256, scan_tally_fn, &st), 0);
 	hlog_session_unprotect(ts->s);
 	assert_int_equal(st.other, others);
 	assert_int_equal(st.bad, 0);

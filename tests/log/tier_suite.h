@@ -103,6 +103,13 @@ static int tier_teardown(void **state)
 	return 0;
 }
 
+/* The model m: n keys "prefix:i", loaded (version 1). */
+static void tier_load(tier *f, int n, const char *prefix)
+{
+	model_init(&f->m, n, prefix);
+	model_load(&f->ts, &f->m, 1);
+}
+
 #define TIER_TEST(fn) cmocka_unit_test_setup_teardown(fn, tier_setup, tier_teardown)
 #define TIER_TEST_SHAPED(fn, shape) \
 	cmocka_unit_test_prestate_setup_teardown(fn, tier_setup, tier_teardown, (void *)&shape)
@@ -116,9 +123,8 @@ static void test_tier_store_larger_than_memory_matches_a_model(void **state)
 {
 	tier *f = *state;
 	enum { N = 50000 };
-	model_init(&f->m, N, "big");
+	tier_load(f, N, "big");
 
-	model_load(&f->ts, &f->m, 1);
 	hlog_info i = info_of(f->env.l);
 	assert_true(i.tail > 10 * 8 * TIER_PAGE);        /* far larger than memory */
 	assert_true(i.head > i.begin);                   /* evicted */
@@ -194,8 +200,7 @@ static void test_tier_ready_callback_runs_exactly_once_per_pending_op(void **sta
 {
 	tier *f = *state;
 	enum { N = 12000 };
-	model_init(&f->m, N, "once");
-	model_load(&f->ts, &f->m, 1);
+	tier_load(f, N, "once");
 
 	top ops[TIER_BATCH];
 	for (int k = 0; k < TIER_BATCH; k++) {
@@ -242,8 +247,7 @@ static void test_tier_a_version_written_while_the_read_was_pending_wins(void **s
 {
 	tier *f = *state;
 	enum { N = 12000 };
-	model_init(&f->m, N, "race");
-	model_load(&f->ts, &f->m, 1);
+	tier_load(f, N, "race");
 
 	/* A read goes pending; another client overwrites the key (its blind upsert reads the old
 	 * record too, for the key count) before the read runs again. */
@@ -437,8 +441,7 @@ static void test_tier_flush_all_forgets_what_the_device_holds(void **state)
 {
 	tier *f = *state;
 	enum { N = 6000 };
-	model_init(&f->m, N, "fa");
-	model_load(&f->ts, &f->m, 1);
+	tier_load(f, N, "fa");
 	hlog_info i = info_of(f->env.l);
 	assert_true(i.head > i.begin);   /* spilled: the device holds the oldest records */
 	hlog_session_protect(f->ts.s);
