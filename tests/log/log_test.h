@@ -127,6 +127,13 @@ static inline void incr_fill(void *ctx, const hlog_value *old, uint8_t *dst, boo
 
 static const hlog_rmw_ops incr_ops = { incr_plan, incr_fill };
 
+/* Add delta to k's counter (a new one expires at expire_ms). hlog_rmw's result. */
+static inline int incr_by(hlog_session *s, const hlog_key *k, uint64_t delta, int64_t expire_ms)
+{
+	incr_ctx c = { .delta = delta, .expire_ms = expire_ms };
+	return hlog_rmw(s, k, &incr_ops, &c);
+}
+
 static inline uint64_t read_counter(hlog_session *s, const hlog_key *k)
 {
 	read_buf b = { .calls = 0 };

@@ -398,16 +398,14 @@ static void test_update_in_the_fuzzy_region_retries_until_it_is_safe(void **stat
 	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 25);
 	hlog_key k;
 	hlog_key_init(&k, "fuzzy", 5);
-	incr_ctx c = { .delta = 5, .expire_ms = HLOG_NO_EXPIRY };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 5, HLOG_NO_EXPIRY), HLOG_OK);
 	/* No refresh: this thread still holds the epoch from before ReadOnly moved past the key. */
 	fill_to_page(f, 6, "filler");
 	hlog_info i = info_of(f->l);
 	assert_true(i.safe_read_only <= HLOG_FIRST_ADDRESS);
 	assert_true(i.read_only > HLOG_FIRST_ADDRESS);
 	assert_int_equal(read_counter(f->s, &k), 5);   /* reads lock instead of retrying */
-	c.delta = 2;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 2, HLOG_NO_EXPIRY), HLOG_OK);
 	i = info_of(f->l);
 	assert_true(i.retries >= 1);
 	assert_int_equal(i.rcu_updates, 1);
@@ -497,10 +495,8 @@ static void test_rmw_plan_error_aborts_and_keep_and_delete_are_honoured(void **s
 	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_key k;
 	hlog_key_init(&k, "rmw", 3);
-	incr_ctx c = { .delta = 41, .expire_ms = HLOG_NO_EXPIRY };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
-	c.delta = 1;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 41, HLOG_NO_EXPIRY), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 1, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(read_counter(f->s, &k), 42);
 	hlog_rmw_ops fail = { fail_plan, incr_fill };
 	assert_int_equal(hlog_rmw(f->s, &k, &fail, NULL), SPW_E_NOT_INT);
@@ -567,14 +563,11 @@ static void test_rmw_and_delete_see_an_expired_key_as_absent(void **state)
 	hlog_key_init(&k, "counter", 7);
 	hlog_key_init(&d, "victim", 6);
 	hlog_session_set_now(f->s, 1000);
-	incr_ctx c = { .delta = 10, .expire_ms = 1500 };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 10, 1500), HLOG_OK);
 	assert_int_equal(hlog_upsert(f->s, &d, "x", 1, 1500), HLOG_OK);
 	assert_int_equal(hlog_expires_count(f->l), 2);
 	hlog_session_set_now(f->s, 1600);
-	c.delta = 1;
-	c.expire_ms = HLOG_NO_EXPIRY;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);   /* starts again from 0 */
+	assert_int_equal(incr_by(f->s, &k, 1, HLOG_NO_EXPIRY), HLOG_OK);   /* starts again from 0 */
 	assert_int_equal(read_counter(f->s, &k), 1);
 	assert_int_equal(hlog_delete(f->s, &d), HLOG_NOTFOUND);
 	assert_int_equal(hlog_key_count(f->l), 1);

@@ -140,8 +140,7 @@ static void incr_step(worker_arg *w, hlog_session *s, int i)
 	shared *sh = w->sh;
 	test_key t;
 	test_key_make(&t, "counter", (i * 7 + w->idx) % 16);
-	incr_ctx c = { .delta = 1, .expire_ms = HLOG_NO_EXPIRY };
-	if (hlog_rmw(s, &t.k, &incr_ops, &c) == HLOG_OK)
+	if (incr_by(s, &t.k, 1, HLOG_NO_EXPIRY) == HLOG_OK)
 		atomic_fetch_add_explicit(&sh->ok, 1, memory_order_relaxed);
 	else
 		atomic_fetch_add(&sh->errors, 1);
@@ -337,8 +336,7 @@ static void flush_step(worker_arg *w, hlog_session *s, int i)
 	test_key_make(&t, "fl", (i * 13 + w->idx) % 3000);
 	int rc;
 	if (i % 3 == 0) {
-		incr_ctx c = { .delta = 1, .expire_ms = HLOG_NO_EXPIRY };
-		rc = hlog_rmw(s, &t.k, &incr_ops, &c);
+		rc = incr_by(s, &t.k, 1, HLOG_NO_EXPIRY);
 	} else if (i % 3 == 1) {
 		uint8_t val[150];
 		memset(val, 'q', sizeof(val));

@@ -193,10 +193,8 @@ static int top_run(tsess *ts, top *o)
 		return hlog_read(ts->s, &t.k, read_check_fn, o);
 	case T_DELETE:
 		return hlog_delete(ts->s, &t.k);
-	case T_INCR: {
-		incr_ctx c = { .delta = o->delta, .expire_ms = HLOG_NO_EXPIRY };
-		return hlog_rmw(ts->s, &t.k, &incr_ops, &c);
-	}
+	case T_INCR:
+		return incr_by(ts->s, &t.k, o->delta, HLOG_NO_EXPIRY);
 	case T_APPEND:
 		return hlog_rmw(ts->s, &t.k, &append_ops, o);
 	default: {   /* T_PREFETCH2: a two-key command that prefetches both keys first */
