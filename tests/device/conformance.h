@@ -7,9 +7,10 @@
  *   CONF_EXTRA_TESTS   (optional) more cmocka_unit_test_setup_teardown(...) entries
  *
  * and gets a main() that runs every test against that backend, or exits 77 (SKIP) when this
- * machine or build lacks the backend, never a pass. Each test opens a fresh device with 64 KiB
- * segments in a fresh directory on the real file system (under the build directory), and removes
- * it afterwards.
+ * machine or build lacks the backend, never a pass. Each test runs in a fixture (conf_setup,
+ * conf_teardown): a fresh device with 64 KiB segments and a queue, in a fresh directory on the
+ * real file system (under the build directory), and the test's buffers (conf_scratch); teardown
+ * frees them and removes the directory, also after a failed assertion.
  */
 #ifndef SPW_TEST_DEVICE_CONFORMANCE_H
 #define SPW_TEST_DEVICE_CONFORMANCE_H
@@ -29,7 +30,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "device/device.h"
+#include "device/dev_test.h"
 
 #ifndef CONF_THREADS
 #define CONF_THREADS 0
@@ -40,12 +41,15 @@
 
 #define CONF_SEG (64u * 1024u)
 #define CONF_ALIGN 4096u
+#define CONF_SCRATCH_MAX 8
 
 typedef struct conf {
 	char dir[256];
 	dev_config cfg;
 	dev *d;
 	dev_queue *q;
+	void *scratch[CONF_SCRATCH_MAX];   /* conf_scratch's buffers, freed by conf_teardown */
+	int nscratch;
 } conf;
 
 /* One request with its result, for tests. */
@@ -88,6 +92,14 @@ static void *conf_buf(size_t len)
 	assert_int_equal(posix_memalign(&p, CONF_ALIGN, len ? len : CONF_ALIGN), 0);
 	memset(p, 0, len);
 	return p;
+}
+
+/* A zeroed buffer of len bytes aligned for any backend, the fixture's: freed after the test. */
+static void *conf_scratch(conf *c, size_t len)
+{
+	assert_true(c->nscratch < CONF_SCRATCH_MAX);
+	c->scratch[c->nscratch] = conf_buf(len);
+	return c->scratch[c->nscratch++];
 }
 
 /* Deterministic bytes for (offset, seed): every 8-byte word names where it belongs. */
@@ -149,14 +161,6 @@ static int64_t conf_read(dev_queue *q, uint64_t off, void *buf, size_t len)
 	return conf_io(q, &t, DEV_OP_READ);
 }
 
-static int conf_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void conf_cfg(conf *c)
 {
 	dev_config_init(&c->cfg);
@@ -195,17 +199,13 @@ static int conf_setup(void **state)
 	conf *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -1;
-	snprintf(c->dir, sizeof(c->dir), "devtest.XXXXXX");
-	if (!mkdtemp(c->dir)) {
-		snprintf(c->dir, sizeof(c->dir), "/tmp/devtest.XXXXXX");
-		if (!mkdtemp(c->dir)) {
-			free(c);
-			return -1;
-		}
+	if (dev_test_dir_make(c->dir, sizeof(c->dir), "devtest") != 0) {
+		free(c);
+		return -1;
 	}
 	conf_cfg(c);
 	if (conf_open(c)) {
-		nftw(c->dir, conf_rm, 16, FTW_DEPTH | FTW_PHYS);
+		dev_test_dir_remove(c->dir);
 		free(c);
 		return -1;
 	}
@@ -217,7 +217,9 @@ static int conf_teardown(void **state)
 {
 	conf *c = *state;
 	conf_close(c);
-	nftw(c->dir, conf_rm, 16, FTW_DEPTH | FTW_PHYS);
+	dev_test_dir_remove(c->dir);
+	for (int i = 0; i < c->nscratch; i++)
+		free(c->scratch[i]);
 	free(c);
 	return 0;
 }
@@ -257,8 +259,8 @@ static void test_device_round_trips_writes_at_random_aligned_offsets_and_sizes(v
 {
 	conf *c = *state;
 	const uint64_t span = 8 * CONF_SEG;           /* 8 segments: many boundaries */
-	uint8_t *shadow = conf_buf(span);
-	uint8_t *buf = conf_buf(4 * CONF_SEG);
+	uint8_t *shadow = conf_scratch(c, span);
+	uint8_t *buf = conf_scratch(c, 4 * CONF_SEG);
 	unsigned seed = 12345;
 	uint32_t sec = c->d->sector_bytes;
 
@@ -281,8 +283,6 @@ static void test_device_round_trips_writes_at_random_aligned_offsets_and_sizes(v
 	/* And the whole span once more in one read of 8 pieces. */
 	assert_int_equal(conf_read(c->q, 0, buf, span / 2), (int64_t)(span / 2));
 	assert_memory_equal(buf, shadow, span / 2);
-	free(buf);
-	free(shadow);
 }
 
 static void test_device_vectored_write_reads_back_through_other_splits(void **state)
@@ -290,7 +290,7 @@ static void test_device_vectored_write_reads_back_through_other_splits(void **st
 	conf *c = *state;
 	uint32_t sec = c->d->sector_bytes;
 	size_t total = 16 * (size_t)sec;
-	uint8_t *src = conf_buf(total), *dst = conf_buf(total);
+	uint8_t *src = conf_scratch(c, total), *dst = conf_scratch(c, total);
 	tio t;
 
 	conf_fill(src, total, 0, 99);
@@ -316,8 +316,6 @@ static void test_device_vectored_write_reads_back_through_other_splits(void **st
 	assert_memory_equal(dst + 8 * sec, src + 1 * sec, 7 * (size_t)sec);
 	assert_memory_equal(dst + 1 * sec, src + 8 * sec, 7 * (size_t)sec);
 	assert_memory_equal(dst, src + 15 * sec, sec);
-	free(src);
-	free(dst);
 }
 
 static void test_device_completes_many_reads_in_flight_each_with_its_own_data(void **state)
@@ -325,8 +323,8 @@ static void test_device_completes_many_reads_in_flight_each_with_its_own_data(vo
 	conf *c = *state;
 	enum { N = 128, BS = 4096 };
 	const uint64_t span = 16 * CONF_SEG;
-	uint8_t *bufs = conf_buf((size_t)N * BS), *want = conf_buf(BS);
-	tio *t = calloc(N, sizeof(*t));
+	uint8_t *bufs = conf_scratch(c, (size_t)N * BS), *want = conf_scratch(c, BS);
+	tio *t = conf_scratch(c, N * sizeof(*t));
 	int done = 0, order = 0;
 	unsigned seed = 777;
 
@@ -361,9 +359,6 @@ static void test_device_completes_many_reads_in_flight_each_with_its_own_data(vo
 		assert_true(t[i].order >= 1 && t[i].order <= N);
 	}
 	assert_int_equal(dev_queue_pending(c->q), 0);
-	free(t);
-	free(bufs);
-	free(want);
 }
 
 static void test_device_reads_and_writes_across_segment_boundaries(void **state)
@@ -372,7 +367,7 @@ static void test_device_reads_and_writes_across_segment_boundaries(void **state)
 	uint32_t sec = c->d->sector_bytes;
 	size_t len = 2 * CONF_SEG + 2 * (size_t)sec;   /* touches 4 segments */
 	uint64_t off = CONF_SEG - sec;
-	uint8_t *src = conf_buf(len), *dst = conf_buf(len);
+	uint8_t *src = conf_scratch(c, len), *dst = conf_scratch(c, len);
 
 	conf_fill(src, len, off, 3);
 	assert_int_equal(conf_write(c->q, off, src, len), (int64_t)len);
@@ -382,15 +377,13 @@ static void test_device_reads_and_writes_across_segment_boundaries(void **state)
 	memset(dst, 0, len);
 	assert_int_equal(conf_read(c->q, 2 * CONF_SEG - sec, dst, 2 * (size_t)sec), 2 * (int64_t)sec);
 	assert_memory_equal(dst, src + CONF_SEG, 2 * (size_t)sec);
-	free(src);
-	free(dst);
 }
 
 static void test_device_read_past_the_written_end_is_short(void **state)
 {
 	conf *c = *state;
 	uint32_t sec = c->d->sector_bytes;
-	uint8_t *buf = conf_buf(8 * (size_t)sec);
+	uint8_t *buf = conf_scratch(c, 8 * (size_t)sec);
 
 	conf_fill(buf, 3 * (size_t)sec, 0, 1);
 	assert_int_equal(conf_write(c->q, 0, buf, 3 * (size_t)sec), 3 * (int64_t)sec);
@@ -402,14 +395,13 @@ static void test_device_read_past_the_written_end_is_short(void **state)
 	conf_fill(buf, sec, CONF_SEG - sec, 1);
 	assert_int_equal(conf_write(c->q, CONF_SEG - sec, buf, sec), (int64_t)sec);
 	assert_int_equal(conf_read(c->q, CONF_SEG - sec, buf, 4 * (size_t)sec), (int64_t)sec);
-	free(buf);
 }
 
 static void test_device_rejects_misaligned_offsets_lengths_and_buffers(void **state)
 {
 	conf *c = *state;
 	uint32_t sec = c->d->sector_bytes;
-	uint8_t *buf = conf_buf(4 * (size_t)sec);
+	uint8_t *buf = conf_scratch(c, 4 * (size_t)sec);
 	tio t;
 
 	tio_init(&t, 1, buf, sec);                         /* offset */
@@ -439,17 +431,15 @@ static void test_device_rejects_misaligned_offsets_lengths_and_buffers(void **st
 	assert_int_equal(dev_read(c->q, NULL), -EINVAL);
 	/* One request may span at most DEV_PIECES_MAX segments, on every backend: 16 segments' worth
 	 * starting one sector in touches 17. */
-	uint8_t *big = conf_buf((size_t)DEV_PIECES_MAX * CONF_SEG);
+	uint8_t *big = conf_scratch(c, (size_t)DEV_PIECES_MAX * CONF_SEG);
 	tio_init(&t, sec, big, (size_t)DEV_PIECES_MAX * CONF_SEG);
 	assert_int_equal(dev_read(c->q, &t.req), -EINVAL);
 	assert_int_equal(dev_write(c->q, &t.req), -EINVAL);
-	free(big);
 	/* Rejections take no throttle slot and leave nothing behind. */
 	assert_int_equal(dev_queue_pending(c->q), 0);
 	assert_int_equal(atomic_load(&c->d->inflight), 0);
 	assert_int_equal(dev_submit(c->q), 0);
 	assert_int_equal(dev_reap(c->q, 100), 0);
-	free(buf);
 }
 
 static void test_device_throttle_answers_eagain_past_the_limit(void **state)
@@ -457,14 +447,14 @@ static void test_device_throttle_answers_eagain_past_the_limit(void **state)
 	conf *c = *state;
 	enum { LIMIT = 8, N = 40 };
 	uint8_t *bufs;
-	tio *t = calloc(N, sizeof(*t));
+	tio *t = conf_scratch(c, N * sizeof(*t));
 	int accepted = 0, eagain = 0, done = 0;
 
 	assert_non_null(t);
 	conf_close(c);
 	c->cfg.throttle_limit = LIMIT;
 	assert_int_equal(conf_open(c), 0);
-	bufs = conf_buf((size_t)N * 4096);
+	bufs = conf_scratch(c, (size_t)N * 4096);
 	conf_layout(c->q, CONF_SEG, 2);
 	for (int i = 0; i < N; i++) {
 		tio_init(&t[i], (uint64_t)(i % 16) * 4096, bufs + (size_t)i * 4096, 4096);
@@ -501,8 +491,6 @@ static void test_device_throttle_answers_eagain_past_the_limit(void **state)
 	for (int i = 0; i < N; i++)
 		assert_int_equal(t[i].res, 4096);
 	assert_int_equal(atomic_load(&c->d->inflight), 0);
-	free(bufs);
-	free(t);
 }
 
 static bool conf_seg_file_exists(conf *c, uint64_t seg)
@@ -516,7 +504,7 @@ static bool conf_seg_file_exists(conf *c, uint64_t seg)
 static void test_device_removed_segments_are_gone_and_reads_there_fail(void **state)
 {
 	conf *c = *state;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 	bool files = (c->d->caps & DEV_CAP_PERSISTENT) != 0;
 
 	conf_layout(c->q, 4 * CONF_SEG, 4);
@@ -542,13 +530,12 @@ static void test_device_removed_segments_are_gone_and_reads_there_fail(void **st
 	assert_int_equal(conf_read(c->q, 3 * (uint64_t)CONF_SEG, buf, 4096), 4096);
 	/* Removing an already removed segment is fine. */
 	assert_int_equal(dev_segment_remove(c->d, 1), 0);
-	free(buf);
 }
 
 static void test_device_flush_and_sync_succeed_after_writes(void **state)
 {
 	conf *c = *state;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 	tio t;
 
 	conf_fill(buf, 4096, 0, 8);
@@ -558,7 +545,6 @@ static void test_device_flush_and_sync_succeed_after_writes(void **state)
 	tio_init(&t, 9 * (uint64_t)CONF_SEG, NULL, 0);      /* a segment that does not exist */
 	assert_int_equal(conf_io(c->q, &t, DEV_OP_FLUSH), 0);
 	assert_int_equal(dev_sync(c->d), 0);
-	free(buf);
 }
 
 typedef struct conf_thread_arg {
@@ -644,7 +630,7 @@ static void test_device_queue_fd_wakes_an_event_loop_for_completions(void **stat
 {
 	conf *c = *state;
 	enum { N = 16 };
-	uint8_t *bufs = conf_buf(N * 4096);
+	uint8_t *bufs = conf_scratch(c, N * 4096);
 	tio t[N];
 	int done = 0, fd = dev_queue_fd(c->q);
 
@@ -671,14 +657,13 @@ static void test_device_queue_fd_wakes_an_event_loop_for_completions(void **stat
 	}
 	for (int i = 0; i < N; i++)
 		assert_int_equal(t[i].res, 4096);
-	free(bufs);
 }
 
 static void test_device_wait_blocks_until_completions_are_ready(void **state)
 {
 	conf *c = *state;
 	enum { N = 8 };
-	uint8_t *bufs = conf_buf(N * 4096);
+	uint8_t *bufs = conf_scratch(c, N * 4096);
 	tio t[N];
 	int done = 0;
 
@@ -700,20 +685,16 @@ static void test_device_wait_blocks_until_completions_are_ready(void **state)
 	assert_int_equal(done, N);
 	/* Nothing in flight: returns at once. */
 	assert_int_equal(dev_wait(c->q, 1, -1), 0);
-	free(bufs);
 }
 
 static void test_device_keeps_data_after_close_and_reopen(void **state)
 {
 	conf *c = *state;
 	const uint64_t span = 3 * CONF_SEG + 8192;
-	uint8_t *buf = conf_buf(span), *want = conf_buf(span);
+	uint8_t *buf = conf_scratch(c, span), *want = conf_scratch(c, span);
 
-	if (!(c->d->caps & DEV_CAP_PERSISTENT)) {
-		free(buf);
-		free(want);
+	if (!(c->d->caps & DEV_CAP_PERSISTENT))
 		skip();   /* memory: nothing outlives the device */
-	}
 	conf_fill(want, span, 0, 11);
 	assert_int_equal(conf_write(c->q, 0, want, span), (int64_t)span);
 	assert_int_equal(dev_segment_remove(c->d, 0), 0);
@@ -732,14 +713,12 @@ static void test_device_keeps_data_after_close_and_reopen(void **state)
 	assert_false(conf_seg_file_exists(c, 2));
 	assert_int_equal(conf_read(c->q, 3 * (uint64_t)CONF_SEG, buf, 8192), 8192);
 	assert_memory_equal(buf, want + 3 * CONF_SEG, 8192);
-	free(buf);
-	free(want);
 }
 
 static void test_device_prepares_a_segment_before_its_first_write(void **state)
 {
 	conf *c = *state;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 
 	assert_int_equal(dev_segment_prepare(c->d, 5), 0);
 	if (c->d->caps & DEV_CAP_PERSISTENT)
@@ -749,7 +728,6 @@ static void test_device_prepares_a_segment_before_its_first_write(void **state)
 	assert_int_equal(conf_write(c->q, 5 * (uint64_t)CONF_SEG, buf, 4096), 4096);
 	assert_int_equal(dev_truncate_until(c->d, 6 * (uint64_t)CONF_SEG), 0);
 	assert_int_equal(dev_segment_prepare(c->d, 5), -ENOENT);                      /* removed */
-	free(buf);
 }
 
 static void test_device_names_are_case_insensitive_and_unknown_ones_explained(void **state)
@@ -822,17 +800,13 @@ int main(void)
 	/* SKIP, never pass, when the backend is not here: not built, or refused by this kernel or file
 	 * system. */
 	memset(&probe, 0, sizeof(probe));
-	snprintf(probe.dir, sizeof(probe.dir), "devtest.XXXXXX");
-	if (!mkdtemp(probe.dir)) {
-		snprintf(probe.dir, sizeof(probe.dir), "/tmp/devtest.XXXXXX");
-		if (!mkdtemp(probe.dir))
-			return 1;
-	}
+	if (dev_test_dir_make(probe.dir, sizeof(probe.dir), "devtest") != 0)
+		return 1;
 	conf_cfg(&probe);
 	rc = dev_open(&probe.cfg, &probe.d, err, sizeof(err));
 	if (rc == 0)
 		dev_close(probe.d);
-	nftw(probe.dir, conf_rm, 16, FTW_DEPTH | FTW_PHYS);
+	dev_test_dir_remove(probe.dir);
 	if (rc == -ENOENT || rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP) {
 		printf("SKIP: device '%s' is not available here: %s\n", CONF_TYPE, err);
 		return 77;

@@ -31,7 +31,7 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 static void test_fault_fails_exactly_the_nth_io_once_for_every_n(void **state)
 {
 	conf *c = *state;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 	conf_layout(c->q, CONF_SEG, 1);
 	/* The recovery-test pattern: loop over n, and exactly the nth read fails. */
 	for (uint64_t n = 1; n <= 5; n++) {
@@ -44,13 +44,12 @@ static void test_fault_fails_exactly_the_nth_io_once_for_every_n(void **state)
 		assert_int_equal(conf_write(c->q, 0, buf, 4096), 4096);
 	}
 	assert_int_equal(dev_fault_hits(c->d), 5);
-	free(buf);
 }
 
 static void test_fault_sticky_enospc_fails_every_write_from_the_nth_on(void **state)
 {
 	conf *c = *state;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 	dev_fault_spec s = { .kind = DEV_FAULT_ERROR, .nth = 2, .err = -ENOSPC, .sticky = true,
 	                     .ops = 1u << DEV_OP_WRITE };
 	conf_fill(buf, 4096, 0, 2);
@@ -66,14 +65,13 @@ static void test_fault_sticky_enospc_fails_every_write_from_the_nth_on(void **st
 	assert_int_equal(dev_fault_set(c->d, &s), 0);
 	assert_int_equal(conf_write(c->q, 4096, buf, 4096), 4096);
 	assert_int_equal(dev_fault_hits(c->d), 4);
-	free(buf);
 }
 
 static void test_fault_short_read_returns_half_rounded_down_to_a_sector(void **state)
 {
 	conf *c = *state;
 	uint32_t sec = c->d->sector_bytes;
-	uint8_t *buf = conf_buf(8 * (size_t)sec), *want = conf_buf(8 * (size_t)sec);
+	uint8_t *buf = conf_scratch(c, 8 * (size_t)sec), *want = conf_scratch(c, 8 * (size_t)sec);
 	dev_fault_spec s = { .kind = DEV_FAULT_SHORT_READ, .nth = 1 };
 
 	conf_fill(want, 8 * (size_t)sec, 0, 3);
@@ -87,8 +85,6 @@ static void test_fault_short_read_returns_half_rounded_down_to_a_sector(void **s
 	s.nth = 1;
 	assert_int_equal(dev_fault_set(c->d, &s), 0);
 	assert_int_equal(conf_read(c->q, 0, buf, sec), 0);
-	free(buf);
-	free(want);
 }
 
 static void test_fault_torn_write_reaches_the_device_only_up_to_the_tear(void **state)
@@ -96,7 +92,7 @@ static void test_fault_torn_write_reaches_the_device_only_up_to_the_tear(void **
 	conf *c = *state;
 	uint32_t sec = c->d->sector_bytes;
 	size_t len = 8 * (size_t)sec;
-	uint8_t *old = conf_buf(len), *new = conf_buf(len), *got = conf_buf(len);
+	uint8_t *old = conf_scratch(c, len), *new = conf_scratch(c, len), *got = conf_scratch(c, len);
 	dev_fault_spec s = { .kind = DEV_FAULT_TORN_WRITE, .nth = 1, .tear_sectors = 3 };
 
 	conf_fill(old, len, 0, 100);
@@ -115,9 +111,6 @@ static void test_fault_torn_write_reaches_the_device_only_up_to_the_tear(void **
 	assert_int_equal(conf_read(c->q, 0, got, len), (int64_t)len);
 	assert_memory_equal(got, new, 4 * (size_t)sec);
 	assert_memory_equal(got + 4 * sec, old + 4 * sec, len - 4 * (size_t)sec);
-	free(old);
-	free(new);
-	free(got);
 }
 
 static void test_fault_set_refuses_plain_devices_and_bad_specs(void **state)
@@ -150,7 +143,7 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 {
 	conf *c = *state;
 	dev_fault_spec s;
-	uint8_t *buf = conf_buf(4096);
+	uint8_t *buf = conf_scratch(c, 4096);
 
 	assert_int_equal(dev_fault_spec_parse("error nth=3 err=ENOSPC sticky ops=write|flush", &s), 0);
 	assert_int_equal(s.kind, DEV_FAULT_ERROR);
@@ -174,5 +167,4 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 	assert_int_equal(dev_fault_spec_parse("error nth=1 err=EIO ops=read", &s), 0);
 	assert_int_equal(dev_fault_set(c->d, &s), 0);
 	assert_int_equal(conf_read(c->q, 0, buf, 4096), -EIO);
-	free(buf);
 }

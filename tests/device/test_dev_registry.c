@@ -13,34 +13,20 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "device/device.h"
+#include "device/dev_test.h"
 
 static char tdir[256];
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tdir, sizeof(tdir), "devreg.XXXXXX");
-	if (!mkdtemp(tdir)) {
-		snprintf(tdir, sizeof(tdir), "/tmp/devreg.XXXXXX");
-		if (!mkdtemp(tdir))
-			return -1;
-	}
-	return 0;
+	return dev_test_dir_make(tdir, sizeof(tdir), "devreg");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(tdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	dev_test_dir_remove(tdir);
 	return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
- * log_test.h - helpers shared by the log tests: opening a small store, keys, value callbacks, and
- * the 8-byte counter RMW used by the increment tests.
+ * log_test.h - helpers shared by the log tests: opening a small store, keys, value callbacks, the
+ * store's counters, and the 8-byte counter RMW used by the increment tests.
  */
 #ifndef SPW_LOG_TEST_H
 #define SPW_LOG_TEST_H
@@ -32,6 +32,43 @@ static inline void test_key_make(test_key *t, const char *prefix, int i)
 {
 	int n = snprintf(t->buf, sizeof(t->buf), "%s:%d", prefix, i);
 	hlog_key_init(&t->k, t->buf, (size_t)n);
+}
+
+/* The i of a key made by test_key_make(prefix, i); false for any other key (a scan's keys are not
+ * NUL-terminated). */
+static inline bool test_key_parse(const void *key, size_t klen, const char *prefix, int *i)
+{
+	char buf[64];
+	size_t plen = strlen(prefix);
+	if (klen >= sizeof(buf) || klen <= plen + 1 || memcmp(key, prefix, plen) != 0)
+		return false;
+	memcpy(buf, key, klen);
+	buf[klen] = 0;
+	return buf[plen] == ':' && sscanf(buf + plen + 1, "%d", i) == 1;
+}
+
+/* The store's counters and markers now. */
+static inline hlog_info info_of(hlog *l)
+{
+	hlog_info i;
+	hlog_info_get(l, &i);
+	return i;
+}
+
+/* Scan the whole index, count buckets a call, refreshing the (protected) session between calls.
+ * The last error a call reported (hlog_scan_error), 0 when none did. Include after cmocka.h. */
+static inline int scan_whole(hlog_session *s, uint64_t count, hlog_key_fn fn, void *ctx)
+{
+	uint64_t cursor = 0;
+	int err = 0, calls = 0;
+	do {
+		cursor = hlog_scan(s, cursor, count, fn, ctx);
+		if (hlog_scan_error(s))
+			err = hlog_scan_error(s);
+		hlog_session_refresh(s);
+		assert_true(++calls < 100000);
+	} while (cursor != 0);
+	return err;
 }
 
 /* A copy of the value seen by a read. */
@@ -89,6 +126,13 @@ static inline void incr_fill(void *ctx, const hlog_value *old, uint8_t *dst, boo
 }
 
 static const hlog_rmw_ops incr_ops = { incr_plan, incr_fill };
+
+/* Add delta to k's counter (a new one expires at expire_ms). hlog_rmw's result. */
+static inline int incr_by(hlog_session *s, const hlog_key *k, uint64_t delta, int64_t expire_ms)
+{
+	incr_ctx c = { .delta = delta, .expire_ms = expire_ms };
+	return hlog_rmw(s, k, &incr_ops, &c);
+}
 
 static inline uint64_t read_counter(hlog_session *s, const hlog_key *k)
 {

@@ -6,6 +6,10 @@
  * first records loaded live on the device only, then issues many pending reads at once (one op_ctx
  * each, as the server's look-ahead over a pipeline does) and drives them the way a worker does:
  * poll, re-run each op whose ready callback came, release it once done.
+ *
+ * The fixture (sg_setup, sg_teardown) holds two stores: e[0] opened before the test with the
+ * shape SG_TEST_SHAPED gives (merging, the device's throttle by default), e[1] for a test that
+ * compares two; teardown closes both, with the ops each one holds, also after a failed assertion.
  */
 #ifndef SPW_TEST_SG_SUITE_H
 #define SPW_TEST_SG_SUITE_H
@@ -17,30 +21,17 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "device/device.h"
-#include "log_test.h"
+#include "store_env.h"
 
 #define SG_PAGE (16u * 1024u)
 #define SG_PAGES 8
 #define SG_DEADLINE_MS 5000          /* a drive without completion for this long fails the test */
-
-typedef struct sg_env {
-	char dir[64];
-	dev *d;
-	hlog *l;
-	hlog_session *s;
-	int fd;
-	int spurious;                    /* ready callbacks for an op that was not parked */
-	int load_op;                     /* op_ctx of the loading writes */
-} sg_env;
+#define SG_DIR "/tmp/spw-sg.XXXXXX"
 
 typedef struct sg_op {
 	int key;
@@ -50,19 +41,19 @@ typedef struct sg_op {
 	read_buf *b;
 } sg_op;
 
-static int sg_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
+typedef struct sg_env {
+	store_env env;
+	hlog_session *s;
+	int fd;
+	int spurious;                    /* ready callbacks for an op that was not parked */
+	int load_op;                     /* op_ctx of the loading writes */
+	sg_op *ops;                      /* sg_ops_new's, freed by sg_close */
+	int nops;
+} sg_env;
 
 static int64_t sg_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(spw_mono_ns() / 1000000);
 }
 
 static void sg_ready(void *cb_arg, void *op_ctx)
@@ -76,59 +67,71 @@ static void sg_ready(void *cb_arg, void *op_ctx)
 	op->ready++;
 }
 
-/* A store of SG_PAGES pages over a fresh device; throttle 0 = the device's default. */
-static void sg_open(sg_env *e, bool no_merge, uint32_t throttle)
+/* A store of SG_PAGES pages over a fresh device, and its session. */
+typedef struct sg_shape {
+	bool no_merge;                   /* every record read its own device read */
+	uint32_t throttle;               /* 0: the device's default */
+} sg_shape;
+
+static void sg_open(sg_env *e, const sg_shape *shape)
 {
-	char err[256] = "";
 	memset(e, 0, sizeof(*e));
-	snprintf(e->dir, sizeof(e->dir), "/tmp/spw-sg.XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
-	dev_config dc;
-	dev_config_init(&dc);
-	dc.type = SG_TYPE;
-	dc.dir = e->dir;
-	dc.segment_bytes = 1u << 20;
-	dc.allow_fallback = true;
-	if (throttle)
-		dc.throttle_limit = throttle;
-	int rc = dev_open(&dc, &e->d, err, sizeof(err));
-	if (rc != 0)
-		fprintf(stderr, "dev_open(%s): %s: %s\n", SG_TYPE, spw_strerror(rc), err);
-	assert_int_equal(rc, 0);
 	hlog_config c = log_test_config((uint64_t)SG_PAGES * SG_PAGE, SG_PAGE, 90);
 	c.index_bytes = 1u << 20;
-	c.dev = e->d;
-	c.initial_io_bytes = 128;
-	c.no_read_merge = no_merge;
-	assert_int_equal(hlog_open(&e->l, &c), 0);
-	assert_int_equal(hlog_session_open(e->l, &e->s), 0);
-	assert_int_equal(hlog_session_attach(e->s, sg_ready, e), 0);
-	e->fd = hlog_session_fd(e->s);
-	assert_true(e->fd >= 0);
-	hlog_session_set_now(e->s, 1);
+	c.no_read_merge = shape->no_merge;
+	store_env_open(&e->env, SG_TYPE, SG_DIR, shape->throttle, &c);
+	e->s = store_session_open(e->env.l, sg_ready, e, 1, &e->fd);
+}
+
+static void sg_ops_free(sg_op *ops, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(ops[i].b);
+	free(ops);
 }
 
 static void sg_close(sg_env *e)
 {
-	hlog_session_close(e->s);
-	hlog_close(e->l);
-	dev_close(e->d);
-	nftw(e->dir, sg_rm, 16, FTW_DEPTH | FTW_PHYS);
+	if (e->s)
+		hlog_session_close(e->s);
+	store_env_close(&e->env);
+	sg_ops_free(e->ops, e->nops);
+	memset(e, 0, sizeof(*e));
 }
+
+/* *state: the sg_shape of e[0] given to SG_TEST_SHAPED, NULL for the default. */
+static int sg_setup(void **state)
+{
+	static const sg_shape dflt = { false, 0 };
+	const sg_shape *shape = *state ? *state : &dflt;
+	sg_env *e = calloc(2, sizeof(*e));
+	if (!e)
+		return -1;
+	*state = e;
+	sg_open(&e[0], shape);
+	return 0;
+}
+
+static int sg_teardown(void **state)
+{
+	sg_env *e = *state;
+	for (int k = 0; k < 2; k++)
+		sg_close(&e[k]);
+	free(e);
+	return 0;
+}
+
+#define SG_TEST(fn) cmocka_unit_test_setup_teardown(fn, sg_setup, sg_teardown)
+#define SG_TEST_SHAPED(fn, shape) \
+	cmocka_unit_test_prestate_setup_teardown(fn, sg_setup, sg_teardown, (void *)&shape)
 
 /* Nothing ready: sleep on the session's fd while its own requests are in flight, else briefly. */
 static void sg_wait(sg_env *e)
 {
-	if (hlog_session_inflight(e->s)) {
-		struct pollfd p = { .fd = e->fd, .events = POLLIN };
-		if (poll(&p, 1, 5) > 0) {
-			uint64_t v;
-			ssize_t n = read(e->fd, &v, sizeof(v));
-			(void)n;
-		}
-	} else {
+	if (hlog_session_inflight(e->s))
+		store_fd_wait(e->fd, 5);
+	else
 		usleep(100);
-	}
 }
 
 static void sg_key(test_key *t, int i)
@@ -227,22 +230,18 @@ static int sg_drive(sg_env *e, sg_op *ops, int n)
 	return pended;
 }
 
-static sg_op *sg_ops_new(int n)
+/* n ops with their read buffers, held (and freed) by e: one set per store. */
+static sg_op *sg_ops_new(sg_env *e, int n)
 {
-	sg_op *ops = calloc((size_t)n, sizeof(*ops));
-	assert_non_null(ops);
+	assert_null(e->ops);
+	e->ops = calloc((size_t)n, sizeof(*e->ops));
+	assert_non_null(e->ops);
+	e->nops = n;
 	for (int i = 0; i < n; i++) {
-		ops[i].b = calloc(1, sizeof(read_buf));
-		assert_non_null(ops[i].b);
+		e->ops[i].b = calloc(1, sizeof(read_buf));
+		assert_non_null(e->ops[i].b);
 	}
-	return ops;
-}
-
-static void sg_ops_free(sg_op *ops, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(ops[i].b);
-	free(ops);
+	return e->ops;
 }
 
 /* ops[i] read key's version v (or found nothing when v < 0). */
@@ -262,30 +261,26 @@ static void sg_assert_value(const sg_op *op, int v, size_t maxlen)
 
 static hlog_info sg_info(sg_env *e)
 {
-	hlog_info i;
-	hlog_info_get(e->l, &i);
-	return i;
+	return info_of(e->env.l);
 }
 
 /* ---------------- tests ---------------- */
 
 static void test_sg_neighbouring_records_read_at_once_share_device_reads(void **state)
 {
-	(void)state;
 	enum { N = 6000, OPS = 64, FIRST = 100 };
-	sg_env e;
-	sg_open(&e, false, 0);
-	sg_load(&e, N, 1, 60);   /* ~80-byte records: several to a sector */
-	hlog_info i0 = sg_info(&e);
+	sg_env *e = *state;
+	sg_load(e, N, 1, 60);   /* ~80-byte records: several to a sector */
+	hlog_info i0 = sg_info(e);
 	assert_true(i0.head > i0.begin);
 
-	sg_op *ops = sg_ops_new(OPS);
+	sg_op *ops = sg_ops_new(e, OPS);
 	for (int k = 0; k < OPS; k++)
 		ops[k].key = FIRST + k;   /* loaded one after another: same and adjacent sectors */
-	assert_int_equal(sg_drive(&e, ops, OPS), OPS);   /* all of them cold */
+	assert_int_equal(sg_drive(e, ops, OPS), OPS);   /* all of them cold */
 	for (int k = 0; k < OPS; k++)
 		sg_assert_value(&ops[k], 1, 60);
-	hlog_info i1 = sg_info(&e);
+	hlog_info i1 = sg_info(e);
 	uint64_t reads = i1.device_reads - i0.device_reads;
 	fprintf(stderr, "  %d ops: device reads %llu merged %llu dedup %llu submits %llu\n", OPS,
 	        (unsigned long long)reads, (unsigned long long)(i1.merged_reads - i0.merged_reads),
@@ -301,9 +296,7 @@ static void test_sg_neighbouring_records_read_at_once_share_device_reads(void **
 	assert_true(i1.ios_submitted - i0.ios_submitted >= reads);
 	assert_true(i1.queue_depth_max >= 1);
 	assert_int_equal(i1.pending_errors, 0);
-	assert_int_equal(e.spurious, 0);
-	sg_ops_free(ops, OPS);
-	sg_close(&e);
+	assert_int_equal(e->spurious, 0);
 }
 
 /* Fixed-size values: records 700-odd bytes apart, so that the first (128-byte) reads of two
@@ -317,28 +310,26 @@ static size_t sg_value_fixed(int i, uint8_t *buf)
 
 static void test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_own_buffers(void **state)
 {
-	(void)state;
 	enum { N = 2000, OPS = 64, FIRST = 50 };
-	sg_env e;
+	sg_env *e = *state;
 	uint8_t want[700];
-	sg_open(&e, false, 0);
 	for (int i = 0; i < N; i++) {
-		assert_int_equal(sg_write(&e, i, want, sg_value_fixed(i, want)), HLOG_OK);
+		assert_int_equal(sg_write(e, i, want, sg_value_fixed(i, want)), HLOG_OK);
 		if (i % 32 == 31)
-			hlog_session_poll(e.s);
+			hlog_session_poll(e->s);
 	}
-	hlog_session_poll(e.s);
-	hlog_info i0 = sg_info(&e);
-	sg_op *ops = sg_ops_new(OPS);
+	hlog_session_poll(e->s);
+	hlog_info i0 = sg_info(e);
+	sg_op *ops = sg_ops_new(e, OPS);
 	for (int k = 0; k < OPS; k++)
 		ops[k].key = FIRST + k;
-	assert_int_equal(sg_drive(&e, ops, OPS), OPS);
+	assert_int_equal(sg_drive(e, ops, OPS), OPS);
 	for (int k = 0; k < OPS; k++) {
 		assert_int_equal(ops[k].rc, HLOG_OK);
 		assert_int_equal(ops[k].b->len, sg_value_fixed(ops[k].key, want));
 		assert_memory_equal(ops[k].b->data, want, sizeof(want));
 	}
-	hlog_info i1 = sg_info(&e);
+	hlog_info i1 = sg_info(e);
 	uint64_t reads = i1.device_reads - i0.device_reads, merged = i1.merged_reads - i0.merged_reads;
 	uint64_t vec = i1.vectored_reads - i0.vectored_reads, second = i1.second_reads - i0.second_reads;
 	fprintf(stderr, "  %d ops: device reads %llu merged %llu vectored %llu second %llu\n", OPS,
@@ -350,26 +341,22 @@ static void test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_
 	assert_int_equal(second, (uint64_t)OPS);
 	assert_int_equal(reads + merged + (i1.dedup_hits - i0.dedup_hits), (uint64_t)OPS + second);
 	assert_int_equal(i1.pending_errors, i0.pending_errors);
-	sg_ops_free(ops, OPS);
-	sg_close(&e);
 }
 
 static void test_sg_one_record_read_by_two_ops_goes_to_the_device_once(void **state)
 {
-	(void)state;
 	enum { N = 6000 };
-	sg_env e;
-	sg_open(&e, false, 0);
-	sg_load(&e, N, 1, 60);
-	sg_op *ops = sg_ops_new(3);
+	sg_env *e = *state;
+	sg_load(e, N, 1, 60);
+	sg_op *ops = sg_ops_new(e, 3);
 
 	/* Two op_ctx, one key. */
 	ops[0].key = ops[1].key = 7;
-	hlog_info i0 = sg_info(&e);
-	assert_int_equal(sg_drive(&e, ops, 2), 2);
+	hlog_info i0 = sg_info(e);
+	assert_int_equal(sg_drive(e, ops, 2), 2);
 	sg_assert_value(&ops[0], 1, 60);
 	sg_assert_value(&ops[1], 1, 60);
-	hlog_info i1 = sg_info(&e);
+	hlog_info i1 = sg_info(e);
 	assert_int_equal(i1.device_reads - i0.device_reads, 1);
 	assert_int_equal(i1.dedup_hits - i0.dedup_hits, 1);
 	assert_int_equal(i1.pending_reads - i0.pending_reads, 2);   /* each op has its own fetch */
@@ -377,33 +364,30 @@ static void test_sg_one_record_read_by_two_ops_goes_to_the_device_once(void **st
 
 	/* One op_ctx asking twice: its fetch cache already holds the read in flight. */
 	ops[2].key = 9;
-	hlog_session_protect(e.s);
+	hlog_session_protect(e->s);
 	ops[2].parked = true;
-	assert_int_equal(sg_run(&e, &ops[2]), HLOG_PENDING);
-	assert_int_equal(sg_run(&e, &ops[2]), HLOG_PENDING);
-	hlog_session_unprotect(e.s);
-	assert_int_equal(sg_drive(&e, &ops[2], 1), 1);
+	assert_int_equal(sg_run(e, &ops[2]), HLOG_PENDING);
+	assert_int_equal(sg_run(e, &ops[2]), HLOG_PENDING);
+	hlog_session_unprotect(e->s);
+	assert_int_equal(sg_drive(e, &ops[2], 1), 1);
 	sg_assert_value(&ops[2], 1, 60);
-	hlog_info i2 = sg_info(&e);
+	hlog_info i2 = sg_info(e);
 	assert_int_equal(i2.device_reads - i1.device_reads, 1);
 	assert_int_equal(i2.pending_reads - i1.pending_reads, 1);
-	assert_int_equal(e.spurious, 0);
-	sg_ops_free(ops, 3);
-	sg_close(&e);
+	assert_int_equal(e->spurious, 0);
 }
 
 /* The same randomized workload on a store that merges and shares reads and on one that does not:
  * every read sees the same bytes (and the model's). */
 static void test_sg_merged_and_single_reads_give_identical_bytes(void **state)
 {
-	(void)state;
 	enum { N = 3000, BATCH = 64, BATCHES = 12, MAXLEN = 2000 };
-	sg_env e[2];
+	sg_env *e = *state;   /* e[0] merges and shares reads, e[1] does not */
 	int *ver = malloc(N * sizeof(int));
 	assert_non_null(ver);
-	sg_op *ops[2] = { sg_ops_new(BATCH), sg_ops_new(BATCH) };
 	for (int m = 0; m < 2; m++) {
-		sg_open(&e[m], m == 1, 0);
+		if (m == 1)
+			sg_open(&e[1], &(sg_shape){ .no_merge = true });
 		srand(4242);
 		uint8_t buf[4096];
 		sg_load(&e[m], N, 1, MAXLEN);   /* values up to 2000 bytes: some need a second read */
@@ -423,6 +407,7 @@ static void test_sg_merged_and_single_reads_give_identical_bytes(void **state)
 				hlog_session_poll(e[m].s);
 		}
 	}
+	sg_op *ops[2] = { sg_ops_new(&e[0], BATCH), sg_ops_new(&e[1], BATCH) };
 	int pended = 0;
 	unsigned seed = 99;
 	for (int b = 0; b < BATCHES; b++) {
@@ -456,79 +441,53 @@ static void test_sg_merged_and_single_reads_give_identical_bytes(void **state)
 	assert_true(merged.device_reads < single.device_reads);
 	assert_int_equal(merged.pending_errors, 0);
 	assert_int_equal(single.pending_errors, 0);
-	for (int m = 0; m < 2; m++) {
+	for (int m = 0; m < 2; m++)
 		assert_int_equal(e[m].spurious, 0);
-		sg_ops_free(ops[m], BATCH);
-		sg_close(&e[m]);
-	}
 	free(ver);
 }
+
+#define SG_THROTTLE 4
+static const sg_shape sg_throttled_single = { .no_merge = true, .throttle = SG_THROTTLE };
 
 /* More reads than the device's throttle: the rest wait in the store (no error, no blocking) and go
  * out as completions free room; the queue never holds more than the throttle. */
 static void test_sg_reads_beyond_the_throttle_wait_in_the_store_and_all_complete(void **state)
 {
-	(void)state;
-	enum { N = 6000, OPS = 200, THROTTLE = 4 };
+	enum { N = 6000, OPS = 200, THROTTLE = SG_THROTTLE };
 	for (int merge = 0; merge < 2; merge++) {
-		sg_env e;
-		sg_open(&e, merge == 0, THROTTLE);
-		sg_load(&e, N, 1, 60);
-		sg_op *ops = sg_ops_new(OPS);
+		sg_env *e = &((sg_env *)*state)[merge];   /* e[0]: sg_throttled_single */
+		if (merge == 1)
+			sg_open(e, &(sg_shape){ .no_merge = false, .throttle = THROTTLE });
+		sg_load(e, N, 1, 60);
+		sg_op *ops = sg_ops_new(e, OPS);
 		for (int k = 0; k < OPS; k++)
 			ops[k].key = (k * 37) % 3000;   /* spread: few neighbours */
-		hlog_info i0 = sg_info(&e);
-		assert_int_equal(sg_drive(&e, ops, OPS), OPS);
+		hlog_info i0 = sg_info(e);
+		assert_int_equal(sg_drive(e, ops, OPS), OPS);
 		for (int k = 0; k < OPS; k++)
 			sg_assert_value(&ops[k], 1, 60);
-		hlog_info i1 = sg_info(&e);
+		hlog_info i1 = sg_info(e);
 		assert_true(i1.queue_depth_max >= 1);
 		assert_true(i1.queue_depth_max <= THROTTLE);
 		assert_true(i1.device_submits - i0.device_submits >= (i1.device_reads - i0.device_reads) / THROTTLE);
 		if (merge == 0)
 			assert_true(i1.device_reads - i0.device_reads >= OPS);
 		assert_int_equal(i1.pending_errors, 0);
-		assert_int_equal(hlog_session_inflight(e.s), 0);
-		assert_int_equal(e.spurious, 0);
-		sg_ops_free(ops, OPS);
-		sg_close(&e);
+		assert_int_equal(hlog_session_inflight(e->s), 0);
+		assert_int_equal(e->spurious, 0);
 	}
-}
-
-static bool sg_backend_available(void)
-{
-	char dir[64], err[256] = "";
-	snprintf(dir, sizeof(dir), "/tmp/spw-sg.XXXXXX");
-	if (!mkdtemp(dir))
-		return false;
-	dev_config dc;
-	dev_config_init(&dc);
-	dc.type = SG_TYPE;
-	dc.dir = dir;
-	dc.segment_bytes = 1u << 20;
-	dc.allow_fallback = true;
-	dev *d;
-	int rc = dev_open(&dc, &d, err, sizeof(err));
-	if (rc == 0) {
-		fprintf(stderr, "sg suite: --device-type %s opened as %s\n", SG_TYPE, d->name);
-		dev_close(d);
-	} else {
-		fprintf(stderr, "sg suite: --device-type %s refused: %s: %s\n", SG_TYPE, spw_strerror(rc), err);
-	}
-	nftw(dir, sg_rm, 16, FTW_DEPTH | FTW_PHYS);
-	return rc == 0;
 }
 
 int main(void)
 {
-	if (!sg_backend_available())
+	if (!store_env_backend_available("sg suite", SG_TYPE, SG_DIR))
 		return 77;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sg_neighbouring_records_read_at_once_share_device_reads),
-		cmocka_unit_test(test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_own_buffers),
-		cmocka_unit_test(test_sg_one_record_read_by_two_ops_goes_to_the_device_once),
-		cmocka_unit_test(test_sg_merged_and_single_reads_give_identical_bytes),
-		cmocka_unit_test(test_sg_reads_beyond_the_throttle_wait_in_the_store_and_all_complete),
+		SG_TEST(test_sg_neighbouring_records_read_at_once_share_device_reads),
+		SG_TEST(test_sg_neighbours_in_separate_sectors_are_read_vectored_into_their_own_buffers),
+		SG_TEST(test_sg_one_record_read_by_two_ops_goes_to_the_device_once),
+		SG_TEST(test_sg_merged_and_single_reads_give_identical_bytes),
+		SG_TEST_SHAPED(test_sg_reads_beyond_the_throttle_wait_in_the_store_and_all_complete, sg_throttled_single),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "log/epoch_int.h"
 
@@ -18,93 +19,102 @@ static void count_action(void *ctx, uint64_t arg)
 	atomic_fetch_add((_Atomic uint64_t *)ctx, arg);
 }
 
+/* An epoch table of the test's size and a count of actions run; teardown closes the table. */
+typedef struct efix {
+	epoch *e;
+	_Atomic uint64_t ran;
+} efix;
+
+static efix *efix_open(void **state, int threads)
+{
+	efix *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	*state = f;
+	assert_int_equal(epoch_open(&f->e, threads), 0);
+	return f;
+}
+
+static int efix_teardown(void **state)
+{
+	efix *f = *state;
+	if (f && f->e)
+		epoch_close(f->e);
+	free(f);
+	return 0;
+}
+
 static void test_epoch_action_waits_until_every_protected_thread_refreshed(void **state)
 {
-	(void)state;
-	epoch *e;
-	_Atomic uint64_t ran = 0;
-	assert_int_equal(epoch_open(&e, 4), 0);
+	efix *f = efix_open(state, 4);
+	epoch *e = f->e;
 	epoch_protect(e, 0);
 	epoch_protect(e, 1);
 	epoch_protect(e, 2);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), 0);
-	assert_int_equal(atomic_load(&ran), 0);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), 0);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	epoch_refresh(e, 0);
-	assert_int_equal(atomic_load(&ran), 0);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	epoch_refresh(e, 2);
-	assert_int_equal(atomic_load(&ran), 0);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	assert_int_equal(epoch_pending(e), 1);
 	epoch_refresh(e, 1);   /* the last one holding the old epoch */
-	assert_int_equal(atomic_load(&ran), 1);
+	assert_int_equal(atomic_load(&f->ran), 1);
 	assert_int_equal(epoch_pending(e), 0);
 	epoch_refresh(e, 1);
-	assert_int_equal(atomic_load(&ran), 1);   /* exactly once */
-	epoch_close(e);
+	assert_int_equal(atomic_load(&f->ran), 1);   /* exactly once */
 }
 
 static void test_epoch_unprotect_releases_a_waiting_action(void **state)
 {
-	(void)state;
-	epoch *e;
-	_Atomic uint64_t ran = 0;
-	assert_int_equal(epoch_open(&e, 2), 0);
+	efix *f = efix_open(state, 2);
+	epoch *e = f->e;
 	epoch_protect(e, 0);
 	epoch_protect(e, 1);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), 0);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), 0);
 	epoch_refresh(e, 0);
-	assert_int_equal(atomic_load(&ran), 0);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	epoch_unprotect(e, 1);
 	assert_false(epoch_is_protected(e, 1));
 	epoch_drain(e);
-	assert_int_equal(atomic_load(&ran), 1);
-	epoch_close(e);
+	assert_int_equal(atomic_load(&f->ran), 1);
 }
 
 static void test_epoch_action_runs_at_once_when_nobody_is_protected(void **state)
 {
-	(void)state;
-	epoch *e;
-	_Atomic uint64_t ran = 0;
-	assert_int_equal(epoch_open(&e, 3), 0);
+	efix *f = efix_open(state, 3);
+	epoch *e = f->e;
 	uint64_t before = epoch_current(e);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 5), 0);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 5), 0);
 	assert_int_equal(epoch_current(e), before + 1);
-	assert_int_equal(atomic_load(&ran), 5);
-	epoch_close(e);
+	assert_int_equal(atomic_load(&f->ran), 5);
 }
 
 static void test_epoch_thread_protected_after_the_bump_does_not_hold_the_action(void **state)
 {
-	(void)state;
-	epoch *e;
-	_Atomic uint64_t ran = 0;
-	assert_int_equal(epoch_open(&e, 2), 0);
+	efix *f = efix_open(state, 2);
+	epoch *e = f->e;
 	epoch_protect(e, 0);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), 0);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), 0);
 	epoch_protect(e, 1);   /* sees the new epoch */
-	assert_int_equal(atomic_load(&ran), 0);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	epoch_refresh(e, 0);
-	assert_int_equal(atomic_load(&ran), 1);
-	epoch_close(e);
+	assert_int_equal(atomic_load(&f->ran), 1);
 }
 
 static void test_epoch_bump_reports_a_full_drain_list_instead_of_waiting(void **state)
 {
-	(void)state;
-	epoch *e;
-	_Atomic uint64_t ran = 0;
-	assert_int_equal(epoch_open(&e, 1), 0);
+	efix *f = efix_open(state, 1);
+	epoch *e = f->e;
 	epoch_protect(e, 0);
 	for (int i = 0; i < EPOCH_DRAIN_SLOTS; i++)
-		assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), 0);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), -EAGAIN);
-	assert_int_equal(atomic_load(&ran), 0);
+		assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), 0);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), -EAGAIN);
+	assert_int_equal(atomic_load(&f->ran), 0);
 	epoch_refresh(e, 0);
-	assert_int_equal(atomic_load(&ran), EPOCH_DRAIN_SLOTS);
-	assert_int_equal(epoch_bump(e, count_action, (void *)&ran, 1), 0);
+	assert_int_equal(atomic_load(&f->ran), EPOCH_DRAIN_SLOTS);
+	assert_int_equal(epoch_bump(e, count_action, (void *)&f->ran, 1), 0);
 	epoch_refresh(e, 0);
-	assert_int_equal(atomic_load(&ran), EPOCH_DRAIN_SLOTS + 1);
-	epoch_close(e);
+	assert_int_equal(atomic_load(&f->ran), EPOCH_DRAIN_SLOTS + 1);
 }
 
 static void test_epoch_open_rejects_zero_threads(void **state)
@@ -164,11 +174,11 @@ static void test_epoch_actions_run_exactly_once_under_concurrent_refresh(void **
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_epoch_action_waits_until_every_protected_thread_refreshed),
-		cmocka_unit_test(test_epoch_unprotect_releases_a_waiting_action),
-		cmocka_unit_test(test_epoch_action_runs_at_once_when_nobody_is_protected),
-		cmocka_unit_test(test_epoch_thread_protected_after_the_bump_does_not_hold_the_action),
-		cmocka_unit_test(test_epoch_bump_reports_a_full_drain_list_instead_of_waiting),
+		cmocka_unit_test_teardown(test_epoch_action_waits_until_every_protected_thread_refreshed, efix_teardown),
+		cmocka_unit_test_teardown(test_epoch_unprotect_releases_a_waiting_action, efix_teardown),
+		cmocka_unit_test_teardown(test_epoch_action_runs_at_once_when_nobody_is_protected, efix_teardown),
+		cmocka_unit_test_teardown(test_epoch_thread_protected_after_the_bump_does_not_hold_the_action, efix_teardown),
+		cmocka_unit_test_teardown(test_epoch_bump_reports_a_full_drain_list_instead_of_waiting, efix_teardown),
 		cmocka_unit_test(test_epoch_open_rejects_zero_threads),
 		cmocka_unit_test(test_epoch_actions_run_exactly_once_under_concurrent_refresh),
 	};

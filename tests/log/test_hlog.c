@@ -16,15 +16,18 @@
 
 #define KIB 1024ULL
 
+/* A store of the test's geometry and a protected session on it, opened by the test (fixture_open)
+ * and closed by the teardown (fixture_teardown), also after a failed assertion. */
 typedef struct fixture {
 	hlog *l;
 	hlog_session *s;
 } fixture;
 
-static fixture *fixture_open(uint64_t memory, uint64_t page, int mutable_percent)
+static fixture *fixture_open(void **state, uint64_t memory, uint64_t page, int mutable_percent)
 {
 	fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
+	*state = f;
 	hlog_config c = log_test_config(memory, page, mutable_percent);
 	assert_int_equal(hlog_open(&f->l, &c), 0);
 	assert_int_equal(hlog_session_open(f->l, &f->s), 0);
@@ -33,25 +36,24 @@ static fixture *fixture_open(uint64_t memory, uint64_t page, int mutable_percent
 	return f;
 }
 
-static void fixture_close(fixture *f)
+static int fixture_teardown(void **state)
 {
-	hlog_session_unprotect(f->s);
-	hlog_session_close(f->s);
+	fixture *f = *state;
+	if (!f)
+		return 0;
+	if (f->s) {
+		hlog_session_unprotect(f->s);
+		hlog_session_close(f->s);
+	}
 	hlog_close(f->l);
 	free(f);
+	return 0;
 }
 
 static void pattern(uint8_t *p, size_t len, int seed)
 {
 	for (size_t j = 0; j < len; j++)
 		p[j] = (uint8_t)(seed * 31 + (int)j * 7 + 1);
-}
-
-static hlog_info info_of(hlog *l)
-{
-	hlog_info i;
-	hlog_info_get(l, &i);
-	return i;
 }
 
 /* ---------------- geometry ---------------- */
@@ -76,8 +78,7 @@ static void test_open_rejects_bad_geometry(void **state)
 
 static void test_open_reports_geometry_and_initial_markers(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_info i = info_of(f->l);
 	assert_int_equal(i.page_bytes, 4 * KIB);
 	assert_int_equal(i.max_pages, 16);
@@ -89,7 +90,6 @@ static void test_open_reports_geometry_and_initial_markers(void **state)
 	/* A record may span pages: the limit is the memory region less one page. */
 	assert_int_equal(hlog_max_record_payload(f->l), 15 * 4 * KIB - 24);
 	assert_true(hlog_scan_cursor_end(f->l) >= 64);
-	fixture_close(f);
 }
 
 typedef struct walk {
@@ -131,8 +131,7 @@ static walk walk_log(hlog *l)
 
 static void test_many_records_turn_pages_and_never_span_them(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(256 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 256 * KIB, 4 * KIB, 90);
 	uint8_t val[700];
 	int n = 0;
 	uint64_t bytes = 0;
@@ -166,13 +165,11 @@ static void test_many_records_turn_pages_and_never_span_them(void **state)
 		pattern(val, len, k);
 		assert_true(read_equals(f->s, &t.k, val, len));
 	}
-	fixture_close(f);
 }
 
 static void test_read_of_missing_key_is_notfound(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	test_key t;
 	read_buf b = { .calls = 0 };
 	test_key_make(&t, "none", 1);
@@ -184,13 +181,11 @@ static void test_read_of_missing_key_is_notfound(void **state)
 	assert_int_equal(hlog_upsert(f->s, &empty, "v", 1, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_true(read_equals(f->s, &empty, "v", 1));
 	assert_int_equal(hlog_read(f->s, &t.k, read_copy_fn, &b), HLOG_NOTFOUND);
-	fixture_close(f);
 }
 
 static void test_log_full_keeps_every_earlier_key_readable(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	uint8_t val[100];
 	int n, rc = 0;
 	for (n = 0; n < 10000; n++) {
@@ -222,7 +217,6 @@ static void test_log_full_keeps_every_earlier_key_readable(void **state)
 	memset(val, 0xAB, sizeof(val));
 	assert_int_equal(hlog_upsert(f->s, &t.k, val, sizeof(val), HLOG_NO_EXPIRY), HLOG_OK);
 	assert_true(read_equals(f->s, &t.k, val, sizeof(val)));
-	fixture_close(f);
 }
 
 /* Read k into a heap buffer and compare with want (values larger than read_buf holds). */
@@ -248,8 +242,7 @@ static bool read_big_equals(hlog_session *s, const hlog_key *k, const uint8_t *w
 
 static void test_record_larger_than_the_memory_region_is_too_big(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	uint64_t max = hlog_max_record_payload(f->l);
 	static uint8_t val[64 * KIB];
 	hlog_key k;
@@ -273,13 +266,11 @@ static void test_record_larger_than_the_memory_region_is_too_big(void **state)
 	/* Memory is now full: without a device that is LOG_FULL, and nothing was lost. */
 	assert_int_equal(hlog_upsert(f->s, &small, val, 200, HLOG_NO_EXPIRY), SPW_E_LOG_FULL);
 	assert_true(read_big_equals(f->s, &k, val, max - 3));
-	fixture_close(f);
 }
 
 static void test_record_larger_than_a_page_spans_whole_pages_and_the_tail_continues_after_it(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	static uint8_t big[3][10000];
 	uint8_t val[300];
 	int n = 0;
@@ -322,15 +313,13 @@ static void test_record_larger_than_a_page_spans_whole_pages_and_the_tail_contin
 	assert_int_equal(hlog_upsert(f->s, &t.k, big[1], sizeof(big[1]) - 1000, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_true(read_big_equals(f->s, &t.k, big[1], sizeof(big[1]) - 1000));
 	assert_int_equal(hlog_key_count(f->l), (uint64_t)n + 3);
-	fixture_close(f);
 }
 
 /* ---------------- in place versus RCU ---------------- */
 
 static void test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_it_grows(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_key k;
 	hlog_key_init(&k, "key", 3);
 	/* 16 + 3 + 3 = 22 -> 24 bytes: values of 1..5 bytes share the rounded size. */
@@ -365,7 +354,6 @@ static void test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_
 	read_buf b = { .calls = 0 };
 	assert_int_equal(hlog_read(f->s, &k, read_copy_fn, &b), HLOG_OK);
 	assert_int_equal(b.expire_ms, 9500000);
-	fixture_close(f);
 }
 
 /* Write filler records until the tail is on page `page`. */
@@ -382,8 +370,7 @@ static void fill_to_page(fixture *f, uint64_t page, const char *prefix)
 
 static void test_update_of_a_read_only_record_copies_it_to_the_tail(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 25);   /* 4 mutable pages */
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 25);   /* 4 mutable pages */
 	hlog_key k;
 	hlog_key_init(&k, "old", 3);
 	assert_int_equal(hlog_upsert(f->s, &k, "v1", 2, HLOG_NO_EXPIRY), HLOG_OK);
@@ -404,39 +391,33 @@ static void test_update_of_a_read_only_record_copies_it_to_the_tail(void **state
 	assert_int_equal(hlog_upsert(f->s, &k, "v3", 2, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(info_of(f->l).inplace_updates, inplace + 1);
 	assert_true(read_equals(f->s, &k, "v3", 2));
-	fixture_close(f);
 }
 
 static void test_update_in_the_fuzzy_region_retries_until_it_is_safe(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 25);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 25);
 	hlog_key k;
 	hlog_key_init(&k, "fuzzy", 5);
-	incr_ctx c = { .delta = 5, .expire_ms = HLOG_NO_EXPIRY };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 5, HLOG_NO_EXPIRY), HLOG_OK);
 	/* No refresh: this thread still holds the epoch from before ReadOnly moved past the key. */
 	fill_to_page(f, 6, "filler");
 	hlog_info i = info_of(f->l);
 	assert_true(i.safe_read_only <= HLOG_FIRST_ADDRESS);
 	assert_true(i.read_only > HLOG_FIRST_ADDRESS);
 	assert_int_equal(read_counter(f->s, &k), 5);   /* reads lock instead of retrying */
-	c.delta = 2;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 2, HLOG_NO_EXPIRY), HLOG_OK);
 	i = info_of(f->l);
 	assert_true(i.retries >= 1);
 	assert_int_equal(i.rcu_updates, 1);
 	assert_int_equal(i.safe_read_only, i.read_only);
 	assert_int_equal(read_counter(f->s, &k), 7);
-	fixture_close(f);
 }
 
 /* ---------------- delete ---------------- */
 
 static void test_delete_then_reinsert_in_the_mutable_region(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_key k;
 	hlog_key_init(&k, "gone", 4);
 	assert_int_equal(hlog_upsert(f->s, &k, "value", 5, HLOG_NO_EXPIRY), HLOG_OK);
@@ -459,30 +440,28 @@ static void test_delete_then_reinsert_in_the_mutable_region(void **state)
 	assert_int_equal(hlog_upsert(f->s, &k, "a longer value", 14, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(hlog_key_count(f->l), 1);
 	assert_true(read_equals(f->s, &k, "a longer value", 14));
-	fixture_close(f);
 }
 
 static void test_delete_of_a_read_only_record_appends_a_tombstone(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 25);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 25);
 	hlog_key k;
 	hlog_key_init(&k, "ro", 2);
 	assert_int_equal(hlog_upsert(f->s, &k, "value", 5, HLOG_NO_EXPIRY), HLOG_OK);
 	fill_to_page(f, 6, "filler");
 	hlog_session_refresh(f->s);
 	uint64_t keys = hlog_key_count(f->l);
-	uint64_t tail = info_of(f->l).tail;
+	hlog_info i = info_of(f->l);
 	assert_int_equal(hlog_delete(f->s, &k), HLOG_OK);
 	assert_int_equal(hlog_key_count(f->l), keys - 1);
-	assert_int_equal(info_of(f->l).tail, tail + rec_size_of(2, 0, false));
+	assert_int_equal(info_of(f->l).tail, i.tail + rec_size_of(2, 0, false));
+	assert_int_equal(info_of(f->l).rcu_updates, i.rcu_updates + 1);   /* a new version at the tail */
 	read_buf b = { .calls = 0 };
 	assert_int_equal(hlog_read(f->s, &k, read_copy_fn, &b), HLOG_NOTFOUND);
 	assert_int_equal(hlog_delete(f->s, &k), HLOG_NOTFOUND);
 	assert_int_equal(hlog_upsert(f->s, &k, "back", 4, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(hlog_key_count(f->l), keys);
 	assert_true(read_equals(f->s, &k, "back", 4));
-	fixture_close(f);
 }
 
 /* ---------------- RMW ---------------- */
@@ -513,14 +492,11 @@ static int keep_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 
 static void test_rmw_plan_error_aborts_and_keep_and_delete_are_honoured(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_key k;
 	hlog_key_init(&k, "rmw", 3);
-	incr_ctx c = { .delta = 41, .expire_ms = HLOG_NO_EXPIRY };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
-	c.delta = 1;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 41, HLOG_NO_EXPIRY), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 1, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(read_counter(f->s, &k), 42);
 	hlog_rmw_ops fail = { fail_plan, incr_fill };
 	assert_int_equal(hlog_rmw(f->s, &k, &fail, NULL), SPW_E_NOT_INT);
@@ -544,15 +520,13 @@ static void test_rmw_plan_error_aborts_and_keep_and_delete_are_honoured(void **s
 	assert_int_equal(seen, 0);
 	assert_int_equal(info_of(f->l).tail, tail);
 	assert_int_equal(hlog_key_count(f->l), 0);
-	fixture_close(f);
 }
 
 /* ---------------- expiry ---------------- */
 
 static void test_expired_key_reads_as_absent_and_is_removed_lazily(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_key k, p;
 	hlog_key_init(&k, "ttl", 3);
 	hlog_key_init(&p, "persistent", 10);
@@ -580,25 +554,20 @@ static void test_expired_key_reads_as_absent_and_is_removed_lazily(void **state)
 	hlog_session_set_now(f->s, 1000);
 	assert_int_equal(hlog_read(f->s, &k, read_copy_fn, &b), HLOG_NOTFOUND);
 	assert_int_equal(hlog_read(f->s, &p, read_copy_fn, &b), HLOG_OK);
-	fixture_close(f);
 }
 
 static void test_rmw_and_delete_see_an_expired_key_as_absent(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 25);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 25);
 	hlog_key k, d;
 	hlog_key_init(&k, "counter", 7);
 	hlog_key_init(&d, "victim", 6);
 	hlog_session_set_now(f->s, 1000);
-	incr_ctx c = { .delta = 10, .expire_ms = 1500 };
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);
+	assert_int_equal(incr_by(f->s, &k, 10, 1500), HLOG_OK);
 	assert_int_equal(hlog_upsert(f->s, &d, "x", 1, 1500), HLOG_OK);
 	assert_int_equal(hlog_expires_count(f->l), 2);
 	hlog_session_set_now(f->s, 1600);
-	c.delta = 1;
-	c.expire_ms = HLOG_NO_EXPIRY;
-	assert_int_equal(hlog_rmw(f->s, &k, &incr_ops, &c), HLOG_OK);   /* starts again from 0 */
+	assert_int_equal(incr_by(f->s, &k, 1, HLOG_NO_EXPIRY), HLOG_OK);   /* starts again from 0 */
 	assert_int_equal(read_counter(f->s, &k), 1);
 	assert_int_equal(hlog_delete(f->s, &d), HLOG_NOTFOUND);
 	assert_int_equal(hlog_key_count(f->l), 1);
@@ -616,7 +585,6 @@ static void test_rmw_and_delete_see_an_expired_key_as_absent(void **state)
 	assert_int_equal(hlog_read(f->s, &r, read_copy_fn, &b), HLOG_NOTFOUND);
 	assert_int_equal(hlog_key_count(f->l), keys - 1);
 	assert_int_equal(info_of(f->l).expired_keys, 3);
-	fixture_close(f);
 }
 
 /* ---------------- chains ---------------- */
@@ -630,8 +598,7 @@ static void shared_key(test_key *t, int i)
 
 static void test_keys_sharing_an_index_entry_are_told_apart_by_the_chain(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(256 * KIB, 4 * KIB, 50);
+	fixture *f = fixture_open(state, 256 * KIB, 4 * KIB, 50);
 	enum { N = 300 };
 	char v[32];
 	for (int i = 0; i < N; i++) {
@@ -667,7 +634,6 @@ static void test_keys_sharing_an_index_entry_are_told_apart_by_the_chain(void **
 	}
 	hlog_info i = info_of(f->l);
 	assert_int_equal(i.index.overflow_buckets, 0);   /* one entry held them all */
-	fixture_close(f);
 }
 
 /* ---------------- scan ---------------- */
@@ -681,15 +647,8 @@ typedef struct scan_seen {
 static void scan_count_fn(void *ctx, const void *key, size_t klen, const hlog_value *v)
 {
 	scan_seen *s = ctx;
-	char buf[64];
 	int i;
-	if (klen >= sizeof(buf)) {
-		s->other++;
-		return;
-	}
-	memcpy(buf, key, klen);
-	buf[klen] = 0;
-	if (sscanf(buf, "scan:%d", &i) == 1 || sscanf(buf, "tag:%d", &i) == 1) {
+	if (test_key_parse(key, klen, "scan", &i) || test_key_parse(key, klen, "tag", &i)) {
 		if (i >= 0 && i < 2000) {
 			s->counts[i]++;
 			if (v->len != 8 || memcmp(v->ptr, "scanval!", 8) != 0)
@@ -702,20 +661,13 @@ static void scan_count_fn(void *ctx, const void *key, size_t klen, const hlog_va
 
 static void scan_all(fixture *f, scan_seen *seen)
 {
-	uint64_t cursor = 0;
-	int calls = 0;
 	memset(seen, 0, sizeof(*seen));
-	do {
-		cursor = hlog_scan(f->s, cursor, 7, scan_count_fn, seen);
-		hlog_session_refresh(f->s);
-		assert_true(++calls < 100000);
-	} while (cursor != 0);
+	assert_int_equal(scan_whole(f->s, 7, scan_count_fn, seen), 0);
 }
 
 static void test_scan_returns_each_live_key_exactly_once(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(128 * KIB, 4 * KIB, 10);   /* 3 mutable pages */
+	fixture *f = fixture_open(state, 128 * KIB, 4 * KIB, 10);   /* 3 mutable pages */
 	enum { N = 1500 };
 	hlog_session_set_now(f->s, 1000);
 	for (int i = 0; i < N; i++) {
@@ -744,13 +696,11 @@ static void test_scan_returns_each_live_key_exactly_once(void **state)
 		int want = (i % 7 == 0 || (i >= 3 && (i - 3) % 11 == 0)) ? 0 : 1;
 		assert_int_equal(seen.counts[i], want);
 	}
-	fixture_close(f);
 }
 
 static void test_scan_reports_each_key_of_a_shared_chain_once(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(256 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 256 * KIB, 4 * KIB, 90);
 	enum { N = 120 };
 	for (int i = 0; i < N; i++) {
 		test_key t;
@@ -772,15 +722,13 @@ static void test_scan_reports_each_key_of_a_shared_chain_once(void **state)
 	assert_int_equal(seen.other, 0);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(seen.counts[i], i % 4 == 0 ? 0 : 1);
-	fixture_close(f);
 }
 
 /* ---------------- flush ---------------- */
 
 static void test_flush_all_empties_the_store_and_reuses_its_frames(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	uint8_t val[200];
 	uint64_t total = 0;
 	for (int round = 0; round < 6; round++) {
@@ -830,13 +778,11 @@ static void test_flush_all_empties_the_store_and_reuses_its_frames(void **state)
 	assert_int_equal(hlog_upsert(f->s, &k, "x", 1, HLOG_NO_EXPIRY), HLOG_OK);
 	assert_int_equal(hlog_key_count(f->l), 1);
 	assert_true(read_equals(f->s, &k, "x", 1));
-	fixture_close(f);
 }
 
 static void test_flush_all_waits_for_an_idle_protected_session_before_reusing_frames(void **state)
 {
-	(void)state;
-	fixture *f = fixture_open(64 * KIB, 4 * KIB, 90);
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 90);
 	hlog_session *other;
 	assert_int_equal(hlog_session_open(f->l, &other), 0);
 	hlog_session_protect(other);   /* protected, not refreshing: it may still hold old pointers */
@@ -862,32 +808,31 @@ static void test_flush_all_waits_for_an_idle_protected_session_before_reusing_fr
 	test_key t;
 	test_key_make(&t, "hold", 0);
 	assert_int_equal(hlog_upsert(f->s, &t.k, val, sizeof(val), HLOG_NO_EXPIRY), HLOG_OK);
-	fixture_close(f);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_rejects_bad_geometry),
-		cmocka_unit_test(test_open_reports_geometry_and_initial_markers),
-		cmocka_unit_test(test_many_records_turn_pages_and_never_span_them),
-		cmocka_unit_test(test_read_of_missing_key_is_notfound),
-		cmocka_unit_test(test_log_full_keeps_every_earlier_key_readable),
-		cmocka_unit_test(test_record_larger_than_the_memory_region_is_too_big),
-		cmocka_unit_test(test_record_larger_than_a_page_spans_whole_pages_and_the_tail_continues_after_it),
-		cmocka_unit_test(test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_it_grows),
-		cmocka_unit_test(test_update_of_a_read_only_record_copies_it_to_the_tail),
-		cmocka_unit_test(test_update_in_the_fuzzy_region_retries_until_it_is_safe),
-		cmocka_unit_test(test_delete_then_reinsert_in_the_mutable_region),
-		cmocka_unit_test(test_delete_of_a_read_only_record_appends_a_tombstone),
-		cmocka_unit_test(test_rmw_plan_error_aborts_and_keep_and_delete_are_honoured),
-		cmocka_unit_test(test_expired_key_reads_as_absent_and_is_removed_lazily),
-		cmocka_unit_test(test_rmw_and_delete_see_an_expired_key_as_absent),
-		cmocka_unit_test(test_keys_sharing_an_index_entry_are_told_apart_by_the_chain),
-		cmocka_unit_test(test_scan_returns_each_live_key_exactly_once),
-		cmocka_unit_test(test_scan_reports_each_key_of_a_shared_chain_once),
-		cmocka_unit_test(test_flush_all_empties_the_store_and_reuses_its_frames),
-		cmocka_unit_test(test_flush_all_waits_for_an_idle_protected_session_before_reusing_frames),
+		cmocka_unit_test_teardown(test_open_rejects_bad_geometry, fixture_teardown),
+		cmocka_unit_test_teardown(test_open_reports_geometry_and_initial_markers, fixture_teardown),
+		cmocka_unit_test_teardown(test_many_records_turn_pages_and_never_span_them, fixture_teardown),
+		cmocka_unit_test_teardown(test_read_of_missing_key_is_notfound, fixture_teardown),
+		cmocka_unit_test_teardown(test_log_full_keeps_every_earlier_key_readable, fixture_teardown),
+		cmocka_unit_test_teardown(test_record_larger_than_the_memory_region_is_too_big, fixture_teardown),
+		cmocka_unit_test_teardown(test_record_larger_than_a_page_spans_whole_pages_and_the_tail_continues_after_it, fixture_teardown),
+		cmocka_unit_test_teardown(test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_it_grows, fixture_teardown),
+		cmocka_unit_test_teardown(test_update_of_a_read_only_record_copies_it_to_the_tail, fixture_teardown),
+		cmocka_unit_test_teardown(test_update_in_the_fuzzy_region_retries_until_it_is_safe, fixture_teardown),
+		cmocka_unit_test_teardown(test_delete_then_reinsert_in_the_mutable_region, fixture_teardown),
+		cmocka_unit_test_teardown(test_delete_of_a_read_only_record_appends_a_tombstone, fixture_teardown),
+		cmocka_unit_test_teardown(test_rmw_plan_error_aborts_and_keep_and_delete_are_honoured, fixture_teardown),
+		cmocka_unit_test_teardown(test_expired_key_reads_as_absent_and_is_removed_lazily, fixture_teardown),
+		cmocka_unit_test_teardown(test_rmw_and_delete_see_an_expired_key_as_absent, fixture_teardown),
+		cmocka_unit_test_teardown(test_keys_sharing_an_index_entry_are_told_apart_by_the_chain, fixture_teardown),
+		cmocka_unit_test_teardown(test_scan_returns_each_live_key_exactly_once, fixture_teardown),
+		cmocka_unit_test_teardown(test_scan_reports_each_key_of_a_shared_chain_once, fixture_teardown),
+		cmocka_unit_test_teardown(test_flush_all_empties_the_store_and_reuses_its_frames, fixture_teardown),
+		cmocka_unit_test_teardown(test_flush_all_waits_for_an_idle_protected_session_before_reusing_frames, fixture_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
