@@ -13,16 +13,29 @@
  *
  * Every wait has a deadline (ITEST_TIMEOUT_MS, generous for sanitizer builds on a loaded machine), so
  * a hung server fails the test instead of hanging ctest. Functions return 0 or a count on success and
- * -errno on failure, like the rest of Spillway.
+ * -errno on failure, like the rest of Spillway, except the checks and fixtures at the end
+ * (itest_check.c), which fail the running cmocka test themselves so that a test reads as a list of
+ * expectations.
  */
 #ifndef SPW_ITEST_H
 #define SPW_ITEST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #define ITEST_TIMEOUT_MS 30000
+
+/* ITEST_ASAN is defined under AddressSanitizer (GCC's __SANITIZE_ADDRESS__, clang's __has_feature):
+ * the suites that load many keys load fewer there, to stay near a minute on a loaded machine. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ITEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ITEST_ASAN 1
+#endif
+#endif
 
 /* ---------------- client ---------------- */
 
@@ -51,6 +64,8 @@ ssize_t itest_conn_read_reply(itest_conn *c, const char **reply, char *type);
 /* Send a command and return a malloc'd, NUL-terminated copy of its reply (NULL on any failure). */
 char *itest_conn_call(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
 char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, const size_t *lens);
+/* The same from a va_list of C strings ending with NULL (for wrappers such as itest_call). */
+char *itest_conn_call_va(itest_conn *c, const char *arg0, va_list ap);
 /*
  * Read until the peer closes: *out (malloc'd, NUL-terminated) gets every byte still unread, *len its
  * length. 0 when the peer closed (EOF or reset), -ETIMEDOUT when it kept the connection open (*out
@@ -119,6 +134,11 @@ int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char *
 
 /* ---------------- helpers ---------------- */
 
+/* A fresh folder under $TMPDIR (or /tmp) named prefix-XXXXXX, its path in buf. 0 or -errno. */
+int itest_tmpdir_make(char *buf, size_t cap, const char *prefix);
+/* Remove a folder and everything in it (no-op for ""). */
+void itest_tmpdir_remove(const char *dir);
+
 /* Escape bytes for a message: \r \n \t \\ \" and \xHH; at most max input bytes, then "...(N more)".
  * malloc'd. */
 char *itest_escape(const void *p, size_t n, size_t max);
@@ -136,5 +156,49 @@ void itest_buf_bulk(itest_buf *b, const void *p, size_t n);
 void itest_sleep_ms(int ms);
 /* Monotonic milliseconds. */
 long long itest_now_ms(void);
+
+/* ---------------- checks: these fail the running cmocka test ---------------- */
+
+/* Compare bytes; on a mismatch print both, escaped, under what, and fail the test. */
+void itest_bytes_expect(const char *what, const void *got, size_t glen, const void *want, size_t wlen);
+/* Send a command (NULL-terminated arguments) and return its reply, malloc'd and NUL-terminated;
+ * fail the test when no whole reply comes. The caller frees it. */
+char *itest_call(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
+/* Send a command and fail the test unless its reply is exactly want. */
+void itest_expect(itest_conn *c, const char *want, const char *arg0, ...) __attribute__((sentinel));
+/* The same with want the bulk string of value: $len CRLF value CRLF. */
+void itest_expect_bulk(itest_conn *c, const char *value, const char *arg0, ...) __attribute__((sentinel));
+/* The integer after "name:" at the start of a line of INFO section, or -1 when INFO has no such
+ * field. Fails the test when INFO gets no reply. */
+long long itest_info_field(itest_conn *c, const char *section, const char *name);
+/* A counter of INFO stats; fails the test when INFO has no such field (a renamed counter must not
+ * turn a check into a comparison with -1). */
+long long itest_info_stat(itest_conn *c, const char *name);
+/*
+ * The proof that a path ran: INFO stats counter name must have grown by at least at_least since
+ * before (read with itest_info_stat); otherwise fail, naming the counter, both values and what was
+ * expected to make it grow. Returns the counter's value now.
+ */
+long long itest_stat_grew(itest_conn *c, const char *name, long long before, long long at_least,
+                          const char *what);
+
+/* ---------------- fixtures: one server for a cmocka group ---------------- */
+
+typedef enum itest_kind {
+	ITEST_SPILLWAY,   /* spillway-server with the flags */
+	ITEST_TARGET,     /* the server under test (itest_target_start: flags for spillway-server) */
+	ITEST_REDIS,      /* redis-server with the flags (redis-server's own) */
+} itest_kind;
+
+/*
+ * A group setup's server: start it; on failure say so on stderr as "who: cannot start ..." and
+ * return -1, a cmocka setup's failure.
+ */
+int itest_fixture_start(itest_server *s, itest_kind kind, const char *const *flags, const char *who);
+/*
+ * A group teardown's server: stop it. 0 when it exits with status 0, or was never started or is
+ * stopped already; otherwise print its exit status and its log and return -1.
+ */
+int itest_fixture_stop(itest_server *s, const char *who);
 
 #endif

@@ -74,6 +74,19 @@ void itest_conn_close(itest_conn *c)
 	c->fd = -1;
 }
 
+/* Wait until c's socket is ready for events or deadline passes (note 2). 0 (ready, or a signal: the
+ * caller retries), -ETIMEDOUT, or -errno. */
+static int conn_wait(itest_conn *c, short events, long long deadline)
+{
+	long long left = deadline - itest_now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	struct pollfd pfd = { c->fd, events, 0 };
+	if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
 int itest_conn_send(itest_conn *c, const void *p, size_t n)
 {
 	const char *s = p;
@@ -91,12 +104,9 @@ int itest_conn_send(itest_conn *c, const void *p, size_t n)
 		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
 		/* The server is not reading: wait for room, within the deadline. */
-		long long left = deadline - itest_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { c->fd, POLLOUT, 0 };
-		if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
+		int err = conn_wait(c, POLLOUT, deadline);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -195,12 +205,9 @@ static int conn_fill(itest_conn *c, long long deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		long long left = deadline - itest_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { c->fd, POLLIN, 0 };
-		if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
+		int err = conn_wait(c, POLLIN, deadline);
+		if (err)
+			return err;
 	}
 }
 
@@ -244,14 +251,20 @@ char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, con
 	return copy;
 }
 
-char *itest_conn_call(itest_conn *c, const char *arg0, ...)
+char *itest_conn_call_va(itest_conn *c, const char *arg0, va_list ap)
 {
 	const char *argv[ITEST_MAX_ARGS];
+	int argc = collect_args(arg0, ap, argv);
+	return itest_conn_call_argv(c, argc, argv, NULL);
+}
+
+char *itest_conn_call(itest_conn *c, const char *arg0, ...)
+{
 	va_list ap;
 	va_start(ap, arg0);
-	int argc = collect_args(arg0, ap, argv);
+	char *r = itest_conn_call_va(c, arg0, ap);
 	va_end(ap);
-	return itest_conn_call_argv(c, argc, argv, NULL);
+	return r;
 }
 
 int itest_conn_wait_closed(itest_conn *c)

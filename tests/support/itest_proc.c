@@ -109,24 +109,35 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return 0;
 }
 
-static void dir_remove(const char *dir)
+void itest_tmpdir_remove(const char *dir)
 {
 	if (dir[0])
 		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A fresh temporary folder for a server: its data and its log. */
-static int server_dir_make(itest_server *s)
+int itest_tmpdir_make(char *buf, size_t cap, const char *prefix)
 {
 	const char *tmp = getenv("TMPDIR");
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
-	snprintf(s->dir, sizeof(s->dir), "%s/spw-itest-XXXXXX", tmp);
-	if (!mkdtemp(s->dir)) {
+	if ((size_t)snprintf(buf, cap, "%s/%s-XXXXXX", tmp, prefix) >= cap) {
+		buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(buf)) {
 		int err = -errno;
-		s->dir[0] = '\0';
+		buf[0] = '\0';
 		return err;
 	}
+	return 0;
+}
+
+/* A fresh temporary folder for a server: its data and its log. */
+static int server_dir_make(itest_server *s)
+{
+	int err = itest_tmpdir_make(s->dir, sizeof(s->dir), "spw-itest");
+	if (err)
+		return err;
 	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
 	return 0;
 }
@@ -235,83 +246,63 @@ static int server_start(itest_server *s, const char *const *argv_tmpl)
 	}
 	itest_server_log_dump(s);
 fail:
-	dir_remove(s->dir);
+	itest_tmpdir_remove(s->dir);
 	s->dir[0] = '\0';
 	s->log[0] = '\0';
 	return err;
 }
 
-/* Zero s, name it and make its folder. */
-static int server_prepare(itest_server *s, const char *name)
+/*
+ * Start exe as s->name: argv is exe, then fixed (NULL-terminated; "%DIR%" stands for the server's
+ * temporary folder, "%PORT%" for its port), then extra (may be NULL).
+ */
+static int server_exec(itest_server *s, const char *name, const char *exe, const char *const *fixed,
+                       const char *const *extra)
 {
+	const char *argv[ITEST_MAX_ARGV + 1];
+	int argc = 0;
+
 	memset(s, 0, sizeof(*s));
 	s->status = -1;
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	return server_dir_make(s);
-}
-
-int itest_spillway_start(itest_server *s, const char *const *extra)
-{
-	char exe[PATH_MAX];
-	const char *argv[ITEST_MAX_ARGV + 1];
-	int argc = 0, err;
-
-	memset(s, 0, sizeof(*s));
-	err = itest_spillway_path(exe, sizeof(exe));
-	if (err)
-		return err;
-	err = server_prepare(s, "spillway-server");
+	int err = server_dir_make(s);
 	if (err)
 		return err;
 	argv[argc++] = exe;
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--port";
-	argv[argc++] = "%PORT%";
-	argv[argc++] = "--dir";
-	argv[argc++] = s->dir;
-	argv[argc++] = "--logdir";
-	argv[argc++] = s->dir;
+	for (int i = 0; fixed[i] && argc < ITEST_MAX_ARGV; i++)
+		argv[argc++] = strcmp(fixed[i], "%DIR%") == 0 ? s->dir : fixed[i];
 	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 	return server_start(s, argv);
 }
 
+int itest_spillway_start(itest_server *s, const char *const *extra)
+{
+	static const char *const fixed[] = {
+		"--bind", "127.0.0.1", "--port", "%PORT%", "--dir", "%DIR%", "--logdir", "%DIR%", NULL,
+	};
+	char exe[PATH_MAX];
+
+	memset(s, 0, sizeof(*s));
+	int err = itest_spillway_path(exe, sizeof(exe));
+	if (err)
+		return err;
+	return server_exec(s, "spillway-server", exe, fixed, extra);
+}
+
 int itest_redis_start(itest_server *s, const char *const *extra)
 {
-	const char *argv[ITEST_MAX_ARGV + 1];
-	int argc = 0, err;
+	static const char *const fixed[] = {
+		"--port", "%PORT%", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--databases", "1", "--daemonize", "no", "--logfile", "", "--dir", "%DIR%", NULL,
+	};
 
 	memset(s, 0, sizeof(*s));
 	char *exe = itest_prog_find("redis-server");
 	if (!exe)
 		return -ENOENT;
-	err = server_prepare(s, "redis-server");
-	if (err)
-		goto out;
-	argv[argc++] = exe;
-	argv[argc++] = "--port";
-	argv[argc++] = "%PORT%";
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--save";
-	argv[argc++] = "";
-	argv[argc++] = "--appendonly";
-	argv[argc++] = "no";
-	argv[argc++] = "--databases";
-	argv[argc++] = "1";
-	argv[argc++] = "--daemonize";
-	argv[argc++] = "no";
-	argv[argc++] = "--logfile";
-	argv[argc++] = "";
-	argv[argc++] = "--dir";
-	argv[argc++] = s->dir;
-	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
-		argv[argc++] = extra[i];
-	argv[argc] = NULL;
-	err = server_start(s, argv);
-out:
+	int err = server_exec(s, "redis-server", exe, fixed, extra);
 	free(exe);
 	return err;
 }
@@ -367,7 +358,7 @@ int itest_server_stop(itest_server *s)
 		rc = s->status;
 	}
 	if (rc == 0) {
-		dir_remove(s->dir);
+		itest_tmpdir_remove(s->dir);
 		s->dir[0] = '\0';
 	} else if (s->dir[0]) {
 		fprintf(stderr, "itest: %s exited with status %d; its files are kept in %s\n", s->name, rc,
