@@ -159,28 +159,46 @@ long long itest_now_ms(void);
 
 /* ---------------- checks: these fail the running cmocka test ---------------- */
 
+/* Each check is a macro over an itest_*_at function that takes the caller's file and line, so that a
+ * failure names the test's line, not this library's. */
+
 /* Compare bytes; on a mismatch print both, escaped, under what, and fail the test. */
-void itest_bytes_expect(const char *what, const void *got, size_t glen, const void *want, size_t wlen);
+#define itest_bytes_expect(what, got, glen, want, wlen) \
+	itest_bytes_expect_at(__FILE__, __LINE__, what, got, glen, want, wlen)
 /* Send a command (NULL-terminated arguments) and return its reply, malloc'd and NUL-terminated;
  * fail the test when no whole reply comes. The caller frees it. */
-char *itest_call(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
+#define itest_call(c, ...) itest_call_at(__FILE__, __LINE__, c, __VA_ARGS__)
 /* Send a command and fail the test unless its reply is exactly want. */
-void itest_expect(itest_conn *c, const char *want, const char *arg0, ...) __attribute__((sentinel));
+#define itest_expect(c, want, ...) itest_expect_at(__FILE__, __LINE__, c, want, __VA_ARGS__)
 /* The same with want the bulk string of value: $len CRLF value CRLF. */
-void itest_expect_bulk(itest_conn *c, const char *value, const char *arg0, ...) __attribute__((sentinel));
+#define itest_expect_bulk(c, value, ...) itest_expect_bulk_at(__FILE__, __LINE__, c, value, __VA_ARGS__)
 /* The integer after "name:" at the start of a line of INFO section, or -1 when INFO has no such
  * field. Fails the test when INFO gets no reply. */
-long long itest_info_field(itest_conn *c, const char *section, const char *name);
+#define itest_info_field(c, section, name) itest_info_field_at(__FILE__, __LINE__, c, section, name)
 /* A counter of INFO stats; fails the test when INFO has no such field (a renamed counter must not
  * turn a check into a comparison with -1). */
-long long itest_info_stat(itest_conn *c, const char *name);
+#define itest_info_stat(c, name) itest_info_stat_at(__FILE__, __LINE__, c, name)
 /*
  * The proof that a path ran: INFO stats counter name must have grown by at least at_least since
  * before (read with itest_info_stat); otherwise fail, naming the counter, both values and what was
  * expected to make it grow. Returns the counter's value now.
  */
-long long itest_stat_grew(itest_conn *c, const char *name, long long before, long long at_least,
-                          const char *what);
+#define itest_stat_grew(c, name, before, at_least, what) \
+	itest_stat_grew_at(__FILE__, __LINE__, c, name, before, at_least, what)
+
+void itest_bytes_expect_at(const char *file, int line, const char *what, const void *got, size_t glen,
+                           const void *want, size_t wlen);
+char *itest_call_at(const char *file, int line, itest_conn *c, const char *arg0, ...)
+	__attribute__((sentinel));
+void itest_expect_at(const char *file, int line, itest_conn *c, const char *want, const char *arg0, ...)
+	__attribute__((sentinel));
+void itest_expect_bulk_at(const char *file, int line, itest_conn *c, const char *value,
+                          const char *arg0, ...) __attribute__((sentinel));
+long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
+                              const char *name);
+long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name);
+long long itest_stat_grew_at(const char *file, int line, itest_conn *c, const char *name,
+                             long long before, long long at_least, const char *what);
 
 /* ---------------- fixtures: one server for a cmocka group ---------------- */
 

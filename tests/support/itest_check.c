@@ -3,8 +3,10 @@
  * its reply, read a field or a counter from INFO, start and stop a group's server.
  *
  * Notes:
- *  1. The checks call cmocka's fail_msg(), which jumps out of the test: call them from the test's
- *     own thread only. A load thread reports through its own error text instead (test_tier.c).
+ *  1. The checks fail through cmocka's _fail(), which jumps out of the test: call them from the
+ *     test's own thread only. A load thread reports through its own error text instead
+ *     (test_tier.c). They take the caller's file and line (itest.h's macros), so a failure names
+ *     the line of the test.
  *  2. A mismatch prints the command and both replies escaped, so that CR, LF and binary bytes show.
  *  3. A test that names a path ("cold", "parked", "look-ahead") proves that the path ran from an
  *     INFO stats counter (itest_stat_grew). A counter INFO does not have fails the test instead of
@@ -25,7 +27,23 @@
 
 #include "itest.h"
 
-void itest_bytes_expect(const char *what, const void *got, size_t glen, const void *want, size_t wlen)
+/* Print "ERROR: why" as cmocka's fail_msg does and fail the test at file:line (note 1). */
+static void check_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+static void check_fail(const char *file, int line, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	print_error("ERROR: %s\n", msg);
+	_fail(file, line);
+	abort();   /* not reached: _fail jumps out of the test */
+}
+
+void itest_bytes_expect_at(const char *file, int line, const char *what, const void *got, size_t glen,
+                           const void *want, size_t wlen)
 {
 	if (glen == wlen && memcmp(got, want, wlen) == 0)
 		return;
@@ -33,11 +51,12 @@ void itest_bytes_expect(const char *what, const void *got, size_t glen, const vo
 	fprintf(stderr, "%s:\n  expected \"%s\"\n  got      \"%s\"\n", what, w, g);
 	free(g);
 	free(w);
-	fail_msg("%s: reply bytes differ", what);
+	check_fail(file, line, "%s: reply bytes differ", what);
 }
 
 /* Send the command arg0, ap...; what gets "ARG0 ARG1" (escaped) for messages. Fails on no reply. */
-static char *call_va(itest_conn *c, char *what, size_t cap, const char *arg0, va_list ap)
+static char *call_va(const char *file, int line, itest_conn *c, char *what, size_t cap,
+                     const char *arg0, va_list ap)
 {
 	va_list aq;
 	va_copy(aq, ap);
@@ -48,50 +67,50 @@ static char *call_va(itest_conn *c, char *what, size_t cap, const char *arg0, va
 	free(e1);
 	char *r = itest_conn_call_va(c, arg0, ap);
 	if (!r)
-		fail_msg("%s: no reply", what);
+		check_fail(file, line, "%s: no reply", what);
 	return r;
 }
 
-char *itest_call(itest_conn *c, const char *arg0, ...)
+char *itest_call_at(const char *file, int line, itest_conn *c, const char *arg0, ...)
 {
 	char what[128];
 	va_list ap;
 	va_start(ap, arg0);
-	char *r = call_va(c, what, sizeof(what), arg0, ap);
+	char *r = call_va(file, line, c, what, sizeof(what), arg0, ap);
 	va_end(ap);
 	return r;
 }
 
-void itest_expect(itest_conn *c, const char *want, const char *arg0, ...)
+void itest_expect_at(const char *file, int line, itest_conn *c, const char *want, const char *arg0, ...)
 {
 	char what[128];
 	va_list ap;
 	va_start(ap, arg0);
-	char *r = call_va(c, what, sizeof(what), arg0, ap);
+	char *r = call_va(file, line, c, what, sizeof(what), arg0, ap);
 	va_end(ap);
-	itest_bytes_expect(what, r, strlen(r), want, strlen(want));
+	itest_bytes_expect_at(file, line, what, r, strlen(r), want, strlen(want));
 	free(r);
 }
 
-void itest_expect_bulk(itest_conn *c, const char *value, const char *arg0, ...)
+void itest_expect_bulk_at(const char *file, int line, itest_conn *c, const char *value,
+                          const char *arg0, ...)
 {
 	char what[128];
-	size_t vl = strlen(value);
-	char *want = malloc(vl + 32);
-	assert_non_null(want);
-	int wl = snprintf(want, vl + 32, "$%zu\r\n%s\r\n", vl, value);
+	itest_buf want = { 0 };
+	itest_buf_bulk(&want, value, strlen(value));
 	va_list ap;
 	va_start(ap, arg0);
-	char *r = call_va(c, what, sizeof(what), arg0, ap);
+	char *r = call_va(file, line, c, what, sizeof(what), arg0, ap);
 	va_end(ap);
-	itest_bytes_expect(what, r, strlen(r), want, (size_t)wl);
+	itest_bytes_expect_at(file, line, what, r, strlen(r), want.p, want.len);
 	free(r);
-	free(want);
+	free(want.p);
 }
 
-long long itest_info_field(itest_conn *c, const char *section, const char *name)
+long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
+                              const char *name)
 {
-	char *r = itest_call(c, "INFO", section, NULL);
+	char *r = itest_call_at(file, line, c, "INFO", section, NULL);
 	long long v = -1;
 	size_t nl = strlen(name);
 	for (char *p = r; (p = strstr(p, name)) != NULL; p += nl) {
@@ -104,21 +123,21 @@ long long itest_info_field(itest_conn *c, const char *section, const char *name)
 	return v;
 }
 
-long long itest_info_stat(itest_conn *c, const char *name)
+long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name)
 {
-	long long v = itest_info_field(c, "stats", name);
+	long long v = itest_info_field_at(file, line, c, "stats", name);
 	if (v < 0)
-		fail_msg("INFO stats has no %s", name);
+		check_fail(file, line, "INFO stats has no %s", name);
 	return v;
 }
 
-long long itest_stat_grew(itest_conn *c, const char *name, long long before, long long at_least,
-                          const char *what)
+long long itest_stat_grew_at(const char *file, int line, itest_conn *c, const char *name,
+                             long long before, long long at_least, const char *what)
 {
-	long long now = itest_info_stat(c, name);
+	long long now = itest_info_stat_at(file, line, c, name);
 	if (now - before < at_least)
-		fail_msg("%s grew by %lld (%lld -> %lld), at least %lld expected: %s", name, now - before,
-		         before, now, at_least, what);
+		check_fail(file, line, "%s grew by %lld (%lld -> %lld), at least %lld expected: %s", name,
+		           now - before, before, now, at_least, what);
 	return now;
 }
 
