@@ -12,11 +12,15 @@
  *     byte for byte with the model's.
  *  3. sg-get on and off (CONFIG SET at run time) must give the same reply stream for the same
  *     workload; the INFO counters (sg_lookahead_*) say whether the look-ahead ran.
- *  4. A closed-loop client (a window of requests in flight, each reply answered by more bytes, cut
+ *  4. Every test here that reads cold keys proves it from INFO (itest_stat_grew): device reads
+ *     (tier_device_reads) grew, or the look-ahead ran (sg_lookahead_runs, sg_lookahead_gets), so a
+ *     change that kept every key in memory, or switched the look-ahead off, fails instead of
+ *     passing without testing the path.
+ *  5. A closed-loop client (a window of requests in flight, each reply answered by more bytes, cut
  *     anywhere, even inside a request) makes the server read and extend the look-ahead while a GET
  *     waits and send replies as soon as the reads before them are in (streaming), on the posix
  *     device and on an asynchronous one (localmemory with a completion thread).
- *  5. No timing assertions.
+ *  6. No timing assertions.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,14 +37,7 @@
 #include "common/spw.h"
 #include "support/itest.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SG_ASAN 1
-#endif
-#endif
-#ifdef SG_ASAN
+#ifdef ITEST_ASAN
 #define SG_KEYS 6000
 #define SG_PIPE 300
 #else
@@ -49,7 +46,6 @@
 #endif
 
 static itest_server g_srv;
-static bool g_up;
 static itest_conn g_c;
 /* The model: generation of each key's value, -1 when deleted. */
 static int g_gen[SG_KEYS];
@@ -173,35 +169,24 @@ static void pb_run(pipe_buf *pb, itest_buf *got)
 	pb_reset(pb);
 }
 
-static uint64_t info_u64(const char *field)
+/* A counter of INFO stats on the suite's connection. */
+static long long stat(const char *name)
 {
-	char *info = itest_conn_call(&g_c, "INFO", "stats", NULL);
-	assert_non_null(info);
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\r\n%s:", field);
-	char *p = strstr(info, pat);
-	if (!p) {
-		fprintf(stderr, "sg: INFO has no %s\n", field);
-		free(info);
-		fail();
-	}
-	uint64_t v = strtoull(p + strlen(pat), NULL, 10);
-	free(info);
-	return v;
+	return itest_info_stat(&g_c, name);
+}
+
+/* Fail unless counter name grew since before: the proof that a test's path ran (note 4). */
+static void stat_grew(const char *name, long long before, const char *what)
+{
+	itest_stat_grew(&g_c, name, before, 1, what);
 }
 
 static void sg_set(const char *yesno)
 {
-	char *r = itest_conn_call(&g_c, "CONFIG", "SET", "sg-get", yesno, NULL);
-	assert_non_null(r);
-	assert_string_equal(r, "+OK\r\n");
-	free(r);
-	r = itest_conn_call(&g_c, "CONFIG", "GET", "sg-get", NULL);
-	assert_non_null(r);
+	itest_expect(&g_c, "+OK\r\n", "CONFIG", "SET", "sg-get", yesno, NULL);
 	char exp[64];
 	snprintf(exp, sizeof(exp), "*2\r\n$6\r\nsg-get\r\n$%zu\r\n%s\r\n", strlen(yesno), yesno);
-	assert_string_equal(r, exp);
-	free(r);
+	itest_expect(&g_c, exp, "CONFIG", "GET", "sg-get", NULL);
 }
 
 static uint64_t rnd_state = 88172645463325252ULL;
@@ -222,12 +207,8 @@ static int server_setup(void **state)
 		"--storage-tier", "--device-type", "posix", "--threads", "1", "--memory", "512k",
 		"--page", "64k", "--segment", "4m", "--index", "4m", NULL,
 	};
-	int err = itest_spillway_start(&g_srv, flags);
-	if (err) {
-		fprintf(stderr, "sg: cannot start spillway-server: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_srv, ITEST_SPILLWAY, flags, "sg") != 0)
 		return -1;
-	}
-	g_up = true;
 	if (itest_conn_open(&g_c, g_srv.port) < 0)
 		return -1;
 	/* Load every key, 500 per pipeline. */
@@ -254,15 +235,7 @@ static int server_teardown(void **state)
 {
 	(void)state;
 	itest_conn_close(&g_c);
-	if (g_up) {
-		int st = itest_server_stop(&g_srv);
-		g_up = false;
-		if (st != 0) {
-			fprintf(stderr, "sg: spillway-server exited with status %d\n", st);
-			return -1;
-		}
-	}
-	return 0;
+	return itest_fixture_stop(&g_srv, "sg");
 }
 
 /* ---------------- tests ---------------- */
@@ -271,6 +244,7 @@ static void test_a_write_later_in_the_pipeline_is_not_seen_by_an_earlier_cold_ge
 {
 	(void)state;
 	pipe_buf pb = { 0 };
+	long long reads = stat("tier_device_reads");
 	/* Cold keys (loaded first, long evicted): GET, then SET/DEL of the same key, then GET. */
 	for (int j = 0; j < 20; j++) {
 		int a = j * 3, b = j * 3 + 1, c = j * 3 + 2;
@@ -285,12 +259,14 @@ static void test_a_write_later_in_the_pipeline_is_not_seen_by_an_earlier_cold_ge
 	}
 	pb_run(&pb, NULL);
 	pb_free(&pb);
+	stat_grew("tier_device_reads", reads, "GETs of keys loaded first, long evicted");
 }
 
 static void test_interleaved_get_set_del_pipelines_answer_in_order_with_the_right_values(void **state)
 {
 	(void)state;
 	pipe_buf pb = { 0 };
+	long long reads = stat("tier_device_reads");
 	for (int round = 0; round < 6; round++) {
 		for (int r = 0; r < SG_PIPE; r++) {
 			/* Half the GETs on recently written keys (likely in memory), half anywhere (cold). */
@@ -307,21 +283,26 @@ static void test_interleaved_get_set_del_pipelines_answer_in_order_with_the_righ
 		pb_run(&pb, NULL);
 	}
 	pb_free(&pb);
+	stat_grew("tier_device_reads", reads, "GETs of any key, most of them cold");
 }
 
 static void test_a_long_pipeline_of_cold_gets_parks_once_for_many_reads(void **state)
 {
 	(void)state;
 	sg_set("yes");
-	uint64_t runs0 = info_u64("sg_lookahead_runs"), gets0 = info_u64("sg_lookahead_gets");
-	uint64_t pend0 = info_u64("sg_lookahead_pending");
+	long long runs0 = stat("sg_lookahead_runs"), gets0 = stat("sg_lookahead_gets");
+	long long pend0 = stat("sg_lookahead_pending"), reads = stat("tier_device_reads");
+	long long merged = stat("tier_merged_reads");
 	pipe_buf pb = { 0 };
 	for (int r = 0; r < SG_PIPE; r++)
 		pb_get(&pb, 100 + r);   /* loaded first: on the device */
 	pb_run(&pb, NULL);
 	pb_free(&pb);
-	uint64_t runs = info_u64("sg_lookahead_runs") - runs0, gets = info_u64("sg_lookahead_gets") - gets0;
-	uint64_t pend = info_u64("sg_lookahead_pending") - pend0;
+	stat_grew("tier_device_reads", reads, "GETs of keys loaded first");
+	/* Keys loaded one after another lie side by side on the device: the look-ahead's reads merge. */
+	stat_grew("tier_merged_reads", merged, "GETs of neighbouring cold keys queued by one look-ahead");
+	long long runs = stat("sg_lookahead_runs") - runs0, gets = stat("sg_lookahead_gets") - gets0;
+	long long pend = stat("sg_lookahead_pending") - pend0;
 	assert_true(runs >= 1);
 	assert_true(gets > runs);
 	/* Pending GETs per parked client: the parked one plus those its look-ahead queued. */
@@ -341,11 +322,14 @@ static void test_mget_of_1000_keys_half_cold_half_hot_answers_in_key_order(void 
 		keys[2 * j] = 200 + j;
 		keys[2 * j + 1] = SG_KEYS / 2 + j;
 	}
+	long long reads = stat("tier_device_reads"), merged = stat("tier_merged_reads");
 	pb_mget(&pb, keys, 1000);
 	pb_get(&pb, 200);
 	pb_mget(&pb, keys + 1, 999);
 	pb_run(&pb, NULL);
 	pb_free(&pb);
+	stat_grew("tier_device_reads", reads, "MGETs of 500 keys loaded first");
+	stat_grew("tier_merged_reads", merged, "an MGET of 500 cold keys that lie side by side");
 }
 
 /* A workload that leaves the store as it found it, so it can run twice: GETs and MGETs of cold,
@@ -390,19 +374,22 @@ static void test_sg_get_on_and_off_give_byte_identical_reply_streams(void **stat
 	pipe_buf pb = { 0 };
 
 	sg_set("no");
-	uint64_t runs0 = info_u64("sg_lookahead_runs");
+	long long runs0 = stat("sg_lookahead_runs"), reads = stat("tier_device_reads");
 	for (int round = 0; round < 3; round++) {
 		workload_build(&pb, 1234567ULL + (uint64_t)round);
 		pb_run(&pb, &off);
 	}
-	assert_int_equal(info_u64("sg_lookahead_runs"), runs0);   /* off: no look-ahead */
+	assert_int_equal(stat("sg_lookahead_runs"), runs0);   /* off: no look-ahead */
+	stat_grew("tier_device_reads", reads, "the workload with sg-get off: GETs of cold keys");
 
 	sg_set("yes");
+	long long gets0 = stat("sg_lookahead_gets");
 	for (int round = 0; round < 3; round++) {
 		workload_build(&pb, 1234567ULL + (uint64_t)round);
 		pb_run(&pb, &on);
 	}
-	assert_true(info_u64("sg_lookahead_runs") > runs0);
+	assert_true(stat("sg_lookahead_runs") > runs0);
+	stat_grew("sg_lookahead_gets", gets0, "the workload with sg-get on");
 	assert_int_equal(on.len, off.len);
 	assert_memory_equal(on.p, off.p, on.len);
 	free(on.p);
@@ -475,10 +462,11 @@ static void test_a_closed_loop_client_gets_every_reply_in_order_while_its_gets_w
 {
 	(void)state;
 	sg_set("yes");
-	uint64_t runs0 = info_u64("sg_lookahead_runs");
+	long long runs0 = stat("sg_lookahead_runs"), reads = stat("tier_device_reads");
 	closed_loop_run(&g_c, SG_PIPE * 3, 32, 99991);
 	closed_loop_run(&g_c, SG_PIPE, 1, 99992);
-	assert_true(info_u64("sg_lookahead_runs") > runs0);
+	assert_true(stat("sg_lookahead_runs") > runs0);
+	stat_grew("tier_device_reads", reads, "the closed loops' GETs, many of them cold");
 }
 
 static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void **state)
@@ -492,8 +480,9 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 		"--threads", "1", "--memory", "512k", "--page", "64k", "--segment", "4m", "--index", "4m", NULL,
 	};
 	assert_int_equal(itest_spillway_start(&srv, flags), 0);
-	itest_conn c;
+	itest_conn c, ctl;
 	assert_int_equal(itest_conn_open(&c, srv.port), 0);
+	assert_int_equal(itest_conn_open(&ctl, srv.port), 0);
 	int saved[SG_KEYS];
 	memcpy(saved, g_gen, sizeof(saved));
 	pipe_buf pb = { 0 };
@@ -510,9 +499,13 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 		}
 	}
 	pb_free(&pb);
+	long long runs = itest_info_stat(&ctl, "sg_lookahead_runs");
+	long long reads = itest_info_stat(&ctl, "tier_device_reads");
 	closed_loop_run(&c, SG_PIPE * 3, 64, 4242);
 	closed_loop_run(&c, SG_PIPE, 8, 4243);
 	itest_conn_close(&c);
+	runs = itest_stat_grew(&ctl, "sg_lookahead_runs", runs, 1, "closed loops of cold GETs, sg-get on");
+	reads = itest_stat_grew(&ctl, "tier_device_reads", reads, 1, "closed loops of cold GETs");
 
 	/* A client that sends a pipeline of cold GETs and shuts down its writing side at once (nc -N,
 	 * redis-cli --pipe style): the end of input is seen while a GET waits, and every reply must
@@ -539,6 +532,8 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 		pb_reset(&pb);
 	}
 	pb_free(&pb);
+	itest_stat_grew(&ctl, "tier_device_reads", reads, 1, "half-closed pipelines of cold GETs");
+	itest_conn_close(&ctl);
 	memcpy(g_gen, saved, sizeof(saved));
 	assert_int_equal(itest_server_stop(&srv), 0);
 }
@@ -575,11 +570,9 @@ static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_cl
 		itest_buf_add(&req, "*2\r\n$3\r\nGET\r\n", 13);
 		itest_buf_bulk(&req, k, key_make(i, k));
 	}
+	long long reads = itest_info_stat(&b, "tier_device_reads");
 	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
-	char *pong = itest_conn_call(&b, "PING", NULL);
-	assert_non_null(pong);
-	assert_string_equal(pong, "+PONG\r\n");
-	free(pong);
+	itest_expect(&b, "+PONG\r\n", "PING", NULL);
 	for (int i = 0; i < n; i++) {
 		const char *rep;
 		ssize_t len = itest_conn_read_reply(&a, &rep, NULL);
@@ -593,6 +586,7 @@ static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_cl
 		}
 	}
 	free(req.p);
+	itest_stat_grew(&b, "tier_device_reads", reads, 1, "GETs of keys written first, beyond --memory");
 	itest_conn_close(&a);
 	itest_conn_close(&b);
 	assert_int_equal(itest_server_stop(&srv), 0);
