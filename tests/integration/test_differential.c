@@ -844,12 +844,8 @@ int main(void)
 	};
 	int failed = cmocka_run_group_tests(reader_tests, NULL, NULL);
 
-	char *redis = itest_prog_find("redis-server");
-	if (!redis) {
-		fprintf(stderr, "SKIP: redis-server is not installed (Debian package redis-server)\n");
+	if (!itest_prog_present("redis-server", "redis-server"))
 		return failed ? 1 : 77;
-	}
-	free(redis);
 	const char *src = getenv("SPW_SRC");
 	if (!src || !*src) {
 		fprintf(stderr, "FAIL: SPW_SRC is not set (ctest sets it to the source folder)\n");

@@ -106,12 +106,8 @@ static void test_benchmark_set_get_incr_mset_runs_clean(void **state)
 
 int main(void)
 {
-	char *bench = itest_prog_find("redis-benchmark");
-	if (!bench) {
-		fprintf(stderr, "SKIP: redis-benchmark is not installed (Debian package redis-tools)\n");
+	if (!itest_prog_present("redis-benchmark", "redis-tools"))
 		return 77;
-	}
-	free(bench);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_benchmark_set_get_incr_mset_runs_clean),
 	};

@@ -197,12 +197,8 @@ static void test_cli_pipe_mode_loads_ten_thousand_sets(void **state)
 
 int main(void)
 {
-	char *cli = itest_prog_find("redis-cli");
-	if (!cli) {
-		fprintf(stderr, "SKIP: redis-cli is not installed (Debian package redis-tools)\n");
+	if (!itest_prog_present("redis-cli", "redis-tools"))
 		return 77;
-	}
-	free(cli);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli_runs_basic_string_commands),
 		cmocka_unit_test(test_cli_reads_keys_and_ttls),

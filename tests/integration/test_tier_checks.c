@@ -55,6 +55,18 @@ static void fill(itest_conn *c, const char *prefix, int n)
 	}
 }
 
+/* SET k:0..n-1 to their values (value_of, version 0), then push them to the device with filler. */
+static void cold_keys_load(itest_conn *c, int n)
+{
+	char key[64], val[512];
+	for (int i = 0; i < n; i++) {
+		sprintf(key, "k:%d", i);
+		value_of(key, 0, val);
+		itest_expect(c, "+OK\r\n", "SET", key, val, NULL);
+	}
+	fill(c, "fill", 200);
+}
+
 static void run_server_expecting_failure(const char *const *extra, const char *needle)
 {
 	char exe[512], dir[256];
@@ -216,12 +228,7 @@ static void test_a_failed_device_read_errors_only_the_client_that_needed_it(void
 	assert_int_equal(itest_spillway_start(&srv, flags), 0);
 	assert_int_equal(itest_conn_open(&a, srv.port), 0);
 	assert_int_equal(itest_conn_open(&b, srv.port), 0);
-	for (int i = 0; i < 1000; i++) {
-		sprintf(key, "k:%d", i);
-		value_of(key, 0, val);
-		itest_expect(&a, "+OK\r\n", "SET", key, val, NULL);
-	}
-	fill(&a, "fill", 200);
+	cold_keys_load(&a, 1000);
 	long long pend = itest_info_stat(&a, "tier_pending_reads");
 
 	/* One read fails: that client gets an IO error, the other client and a retry are served. */
@@ -289,13 +296,10 @@ static void test_every_key_command_finds_cold_keys_on_the_device(void **state)
 	assert_int_equal(itest_spillway_start(&srv, flags), 0);
 	assert_int_equal(itest_conn_open(&c, srv.port), 0);
 	for (int i = 0; i < 400; i++) {
-		sprintf(key, "k:%d", i);
-		value_of(key, 0, val);
-		itest_expect(&c, "+OK\r\n", "SET", key, val, NULL);
 		sprintf(key, "n:%d", i);
 		itest_expect(&c, "+OK\r\n", "SET", key, "100", NULL);
 	}
-	fill(&c, "fill", 200);
+	cold_keys_load(&c, 400);
 	long long parked = itest_info_stat(&c, "tier_parked_commands");
 	long long pend = itest_info_stat(&c, "tier_pending_reads");
 
@@ -391,12 +395,7 @@ static void test_clients_that_disconnect_while_parked_leave_the_others_served(vo
 
 	assert_int_equal(itest_spillway_start(&srv, flags), 0);
 	assert_int_equal(itest_conn_open(&c, srv.port), 0);
-	for (int i = 0; i < 1000; i++) {
-		sprintf(key, "k:%d", i);
-		value_of(key, 0, val);
-		itest_expect(&c, "+OK\r\n", "SET", key, val, NULL);
-	}
-	fill(&c, "fill", 200);
+	cold_keys_load(&c, 1000);
 	long long parked = itest_info_stat(&c, "tier_parked_commands");
 	long long reads = itest_info_stat(&c, "tier_device_reads");
 	/* Each sends a pipeline of cold GETs, MGETs and a RENAME and hangs up without reading. */

@@ -124,6 +124,9 @@ int itest_port_pick(void);
 
 /* Find an executable in $PATH (or a path with a '/'). malloc'd path, or NULL when absent. */
 char *itest_prog_find(const char *name);
+/* true when name is in $PATH; otherwise say "SKIP: name is not installed (Debian package
+ * package)" on stderr, for a test program that then exits 77. */
+bool itest_prog_present(const char *name, const char *package);
 /*
  * Run argv[0] (searched in $PATH) with in[0..inlen) as its stdin (then closed), capturing stdout and
  * stderr together into a malloc'd NUL-terminated *out (may be NULL to discard). The child is killed

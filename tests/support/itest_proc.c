@@ -86,6 +86,17 @@ char *itest_prog_find(const char *name)
 	return NULL;
 }
 
+bool itest_prog_present(const char *name, const char *package)
+{
+	char *path = itest_prog_find(name);
+	if (!path) {
+		fprintf(stderr, "SKIP: %s is not installed (Debian package %s)\n", name, package);
+		return false;
+	}
+	free(path);
+	return true;
+}
+
 int itest_spillway_path(char *buf, size_t cap)
 {
 	const char *bin = getenv("SPW_BIN");
