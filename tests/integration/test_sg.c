@@ -143,30 +143,31 @@ static void pb_mget(pipe_buf *pb, const int *keys, int n)
 static void pb_run(pipe_buf *pb, itest_buf *got)
 {
 	assert_int_equal(itest_conn_send(&g_c, pb->req.p, pb->req.len), 0);
-	size_t off = 0;
-	for (int r = 0; r < pb->n; r++) {
-		const char *rep;
-		ssize_t n = itest_conn_read_reply(&g_c, &rep, NULL);
-		if (n < 0) {
-			fprintf(stderr, "sg: reply %d of %d: %s\n", r, pb->n, strerror((int)-n));
-			itest_server_log_dump(&g_srv);
-			fail();
-		}
-		if (got)
-			itest_buf_add(got, rep, (size_t)n);
-		if (off + (size_t)n > pb->exp.len || memcmp(pb->exp.p + off, rep, (size_t)n) != 0) {
-			char *g = itest_escape(rep, (size_t)n, 200);
-			char *e = itest_escape(pb->exp.p + off, SPW_MIN(pb->exp.len - off, (size_t)200), 200);
-			fprintf(stderr, "sg: reply %d of %d is %s, expected %s\n", r, pb->n, g, e);
-			free(g);
-			free(e);
-			itest_server_log_dump(&g_srv);
-			fail();
-		}
-		off += (size_t)n;
-	}
-	assert_int_equal(off, pb->exp.len);
+	itest_replies_expect(&g_c, &g_srv, pb->exp.p, pb->exp.len, got);
 	pb_reset(pb);
+}
+
+/* SET every key to generation gen on c, 500 per pipeline, the model following. 0, or -1 with err. */
+static int keys_load(itest_conn *c, int gen, char *err, size_t errlen)
+{
+	pipe_buf pb = { 0 };
+	int rc = 0;
+	for (int i = 0; i < SG_KEYS && rc == 0; i++) {
+		g_gen[i] = -1;
+		pb_set(&pb, i, gen);
+		if (pb.n == 500 || i == SG_KEYS - 1) {
+			int se = itest_conn_send(c, pb.req.p, pb.req.len);
+			if (se < 0) {
+				snprintf(err, errlen, "send: %s", strerror(-se));
+				rc = -1;
+			} else if (itest_replies_check(c, pb.exp.p, pb.exp.len, NULL, err, errlen) < 0) {
+				rc = -1;
+			}
+			pb_reset(&pb);
+		}
+	}
+	pb_free(&pb);
+	return rc;
 }
 
 /* A counter of INFO stats on the suite's connection. */
@@ -211,23 +212,11 @@ static int server_setup(void **state)
 		return -1;
 	if (itest_conn_open(&g_c, g_srv.port) < 0)
 		return -1;
-	/* Load every key, 500 per pipeline. */
-	pipe_buf pb = { 0 };
-	for (int i = 0; i < SG_KEYS; i++) {
-		g_gen[i] = -1;
-		pb_set(&pb, i, 0);
-		if (pb.n == 500 || i == SG_KEYS - 1) {
-			if (itest_conn_send(&g_c, pb.req.p, pb.req.len) < 0)
-				return -1;
-			for (int r = 0; r < pb.n; r++) {
-				const char *rep;
-				if (itest_conn_read_reply(&g_c, &rep, NULL) != 5 || memcmp(rep, "+OK\r\n", 5))
-					return -1;
-			}
-			pb_reset(&pb);
-		}
+	char err[1024];
+	if (keys_load(&g_c, 0, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sg: loading the keys: %s\n", err);
+		return -1;
 	}
-	pb_free(&pb);
 	return 0;
 }
 
@@ -439,18 +428,10 @@ static void closed_loop_run(itest_conn *c, int n, int window, uint64_t seed)
 			if (rnd() % 3 == 0 && complete > replied)
 				break;   /* sometimes read before the window is full */
 		}
-		const char *got;
-		ssize_t len = itest_conn_read_reply(c, &got, NULL);
 		size_t e0 = replied ? exp_end[replied - 1] : 0;
-		if (len < 0 || (size_t)len != exp_end[replied] - e0 || memcmp(got, pb.exp.p + e0, (size_t)len) != 0) {
-			char *g = len < 0 ? NULL : itest_escape(got, (size_t)len, 200);
-			char *e = itest_escape(pb.exp.p + e0, SPW_MIN(exp_end[replied] - e0, (size_t)200), 200);
-			fprintf(stderr, "sg: closed loop reply %d of %d: got %s, expected %s\n", replied, n,
-			        g ? g : strerror((int)-len), e);
-			free(g);
-			free(e);
-			fail();
-		}
+		char err[1024];
+		if (itest_replies_check(c, pb.exp.p + e0, exp_end[replied] - e0, NULL, err, sizeof(err)) < 0)
+			fail_msg("sg: closed loop reply %d of %d: %s", replied, n, err);
 		replied++;
 	}
 	free(req_end);
@@ -485,20 +466,10 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 	assert_int_equal(itest_conn_open(&ctl, srv.port), 0);
 	int saved[SG_KEYS];
 	memcpy(saved, g_gen, sizeof(saved));
+	char err[1024];
+	if (keys_load(&c, 1, err, sizeof(err)) < 0)
+		fail_msg("sg: loading the keys: %s", err);
 	pipe_buf pb = { 0 };
-	for (int i = 0; i < SG_KEYS; i++) {
-		g_gen[i] = -1;
-		pb_set(&pb, i, 1);
-		if (pb.n == 500 || i == SG_KEYS - 1) {
-			assert_int_equal(itest_conn_send(&c, pb.req.p, pb.req.len), 0);
-			for (int r = 0; r < pb.n; r++) {
-				const char *rep;
-				assert_int_equal(itest_conn_read_reply(&c, &rep, NULL), 5);
-			}
-			pb_reset(&pb);
-		}
-	}
-	pb_free(&pb);
 	long long runs = itest_info_stat(&ctl, "sg_lookahead_runs");
 	long long reads = itest_info_stat(&ctl, "tier_device_reads");
 	closed_loop_run(&c, SG_PIPE * 3, 64, 4242);
@@ -516,18 +487,8 @@ static void test_a_closed_loop_on_an_asynchronous_device_streams_in_order(void *
 			pb_get(&pb, (int)(rnd() % SG_KEYS));
 		assert_int_equal(itest_conn_send(&c, pb.req.p, pb.req.len), 0);
 		assert_int_equal(shutdown(c.fd, SHUT_WR), 0);
-		size_t off = 0;
-		for (int r = 0; r < pb.n; r++) {
-			const char *got;
-			ssize_t len = itest_conn_read_reply(&c, &got, NULL);
-			if (len < 0 || memcmp(got, pb.exp.p + off, (size_t)len) != 0) {
-				fprintf(stderr, "sg: half-closed pipeline, reply %d of %d: %s\n", r, pb.n,
-				        len < 0 ? strerror((int)-len) : "wrong bytes");
-				fail();
-			}
-			off += (size_t)len;
-		}
-		assert_int_equal(off, pb.exp.len);
+		if (itest_replies_check(&c, pb.exp.p, pb.exp.len, NULL, err, sizeof(err)) < 0)
+			fail_msg("sg: half-closed pipeline, round %d: %s", round, err);
 		itest_conn_close(&c);
 		pb_reset(&pb);
 	}
@@ -553,39 +514,28 @@ static void test_reads_beyond_the_device_throttle_wait_without_stalling_other_cl
 	assert_int_equal(itest_conn_open(&a, srv.port), 0);
 	assert_int_equal(itest_conn_open(&b, srv.port), 0);
 	int n = SG_KEYS / 4;
-	itest_buf req = { 0 };
+	itest_buf req = { 0 }, exp = { 0 };
 	char k[64], v[256];
 	for (int i = 0; i < n; i++) {
 		itest_buf_add(&req, "*3\r\n$3\r\nSET\r\n", 13);
 		itest_buf_bulk(&req, k, key_make(i, k));
 		itest_buf_bulk(&req, v, val_make(i, 3, v));
+		itest_buf_add(&exp, "+OK\r\n", 5);
 	}
 	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
-	for (int i = 0; i < n; i++) {
-		const char *rep;
-		assert_int_equal(itest_conn_read_reply(&a, &rep, NULL), 5);
-	}
-	req.len = 0;
+	itest_replies_expect(&a, &srv, exp.p, exp.len, NULL);
+	req.len = exp.len = 0;
 	for (int i = 0; i < n; i++) {
 		itest_buf_add(&req, "*2\r\n$3\r\nGET\r\n", 13);
 		itest_buf_bulk(&req, k, key_make(i, k));
+		itest_buf_bulk(&exp, v, val_make(i, 3, v));
 	}
 	long long reads = itest_info_stat(&b, "tier_device_reads");
 	assert_int_equal(itest_conn_send(&a, req.p, req.len), 0);
 	itest_expect(&b, "+PONG\r\n", "PING", NULL);
-	for (int i = 0; i < n; i++) {
-		const char *rep;
-		ssize_t len = itest_conn_read_reply(&a, &rep, NULL);
-		size_t vl = val_make(i, 3, v);
-		char exp[300];
-		int el = snprintf(exp, sizeof(exp), "$%zu\r\n%.*s\r\n", vl, (int)vl, v);
-		if (len != el || memcmp(rep, exp, (size_t)el) != 0) {
-			fprintf(stderr, "sg: throttled GET %d wrong\n", i);
-			itest_server_log_dump(&srv);
-			fail();
-		}
-	}
+	itest_replies_expect(&a, &srv, exp.p, exp.len, NULL);
 	free(req.p);
+	free(exp.p);
 	itest_stat_grew(&b, "tier_device_reads", reads, 1, "GETs of keys written first, beyond --memory");
 	itest_conn_close(&a);
 	itest_conn_close(&b);

@@ -37,6 +37,13 @@
 #endif
 #endif
 
+/* A growable byte buffer for building pipelines and expected replies (aborts when memory is out:
+ * a test cannot go on without it). Zero-initialise; free(b.p) when done. */
+typedef struct itest_buf {
+	char *p;
+	size_t len, cap;
+} itest_buf;
+
 /* ---------------- client ---------------- */
 
 typedef struct itest_conn {
@@ -66,6 +73,14 @@ char *itest_conn_call(itest_conn *c, const char *arg0, ...) __attribute__((senti
 char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, const size_t *lens);
 /* The same from a va_list of C strings ending with NULL (for wrappers such as itest_call). */
 char *itest_conn_call_va(itest_conn *c, const char *arg0, va_list ap);
+/*
+ * Read the replies to a pipeline and compare each, in order, with the next of the expected replies
+ * want[0..wlen) (back to back, delimited by the RESP grammar like the replies themselves). got
+ * (may be NULL) gets every reply appended. Returns the count of replies, all matched, or -1 with
+ * err (errlen bytes, may be 0) saying which reply differed, both escaped, or why none came.
+ */
+int itest_replies_check(itest_conn *c, const void *want, size_t wlen, itest_buf *got, char *err,
+                        size_t errlen);
 /*
  * Read until the peer closes: *out (malloc'd, NUL-terminated) gets every byte still unread, *len its
  * length. 0 when the peer closed (EOF or reset), -ETIMEDOUT when it kept the connection open (*out
@@ -145,12 +160,7 @@ void itest_tmpdir_remove(const char *dir);
 /* Escape bytes for a message: \r \n \t \\ \" and \xHH; at most max input bytes, then "...(N more)".
  * malloc'd. */
 char *itest_escape(const void *p, size_t n, size_t max);
-/* A growable byte buffer for building pipelines and expected replies (aborts when memory is out:
- * a test cannot go on without it). Zero-initialise; free(b.p) when done. */
-typedef struct itest_buf {
-	char *p;
-	size_t len, cap;
-} itest_buf;
+/* Append bytes, or printf-formatted text (at most 255 bytes), to an itest_buf (top of this file). */
 void itest_buf_add(itest_buf *b, const void *p, size_t n);
 void itest_buf_fmt(itest_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A RESP bulk string: $n CRLF bytes CRLF. */
@@ -181,6 +191,10 @@ long long itest_now_ms(void);
 /* A counter of INFO stats; fails the test when INFO has no such field (a renamed counter must not
  * turn a check into a comparison with -1). */
 #define itest_info_stat(c, name) itest_info_stat_at(__FILE__, __LINE__, c, name)
+/* itest_replies_check, failing the test with its message; srv (may be NULL) is the server whose log
+ * is printed then. */
+#define itest_replies_expect(c, srv, want, wlen, got) \
+	itest_replies_expect_at(__FILE__, __LINE__, c, srv, want, wlen, got)
 /*
  * The proof that a path ran: INFO stats counter name must have grown by at least at_least since
  * before (read with itest_info_stat); otherwise fail, naming the counter, both values and what was
@@ -197,6 +211,8 @@ void itest_expect_at(const char *file, int line, itest_conn *c, const char *want
 	__attribute__((sentinel));
 void itest_expect_bulk_at(const char *file, int line, itest_conn *c, const char *value,
                           const char *arg0, ...) __attribute__((sentinel));
+void itest_replies_expect_at(const char *file, int line, itest_conn *c, const itest_server *srv,
+                             const void *want, size_t wlen, itest_buf *got);
 long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
                               const char *name);
 long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name);

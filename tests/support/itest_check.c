@@ -107,6 +107,17 @@ void itest_expect_bulk_at(const char *file, int line, itest_conn *c, const char 
 	free(want.p);
 }
 
+void itest_replies_expect_at(const char *file, int line, itest_conn *c, const itest_server *srv,
+                             const void *want, size_t wlen, itest_buf *got)
+{
+	char err[1024];
+	if (itest_replies_check(c, want, wlen, got, err, sizeof(err)) >= 0)
+		return;
+	if (srv)
+		itest_server_log_dump(srv);
+	check_fail(file, line, "%s", err);
+}
+
 long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
                               const char *name)
 {

@@ -267,6 +267,55 @@ char *itest_conn_call(itest_conn *c, const char *arg0, ...)
 	return r;
 }
 
+/* The number of complete replies in want[0..wlen), or -1 when it is not a sequence of them. */
+static int replies_count(const char *want, size_t wlen)
+{
+	int n = 0;
+	for (size_t off = 0; off < wlen; n++) {
+		size_t used;
+		char t;
+		if (resp_reply_skip(want + off, wlen - off, &used, &t) != RESP_OK)
+			return -1;
+		off += used;
+	}
+	return n;
+}
+
+int itest_replies_check(itest_conn *c, const void *want, size_t wlen, itest_buf *got, char *err,
+                        size_t errlen)
+{
+	const char *w = want;
+	int n = replies_count(w, wlen);
+	if (n < 0) {
+		snprintf(err, errlen, "the expected replies are not RESP (a bug in the test)");
+		return -1;
+	}
+	size_t off = 0;
+	for (int k = 0; k < n; k++) {
+		const char *rep;
+		size_t used;
+		char t;
+		resp_reply_skip(w + off, wlen - off, &used, &t);
+		ssize_t len = itest_conn_read_reply(c, &rep, NULL);
+		if (len < 0) {
+			snprintf(err, errlen, "reply %d of %d: %s", k + 1, n, strerror((int)-len));
+			return -1;
+		}
+		if (got)
+			itest_buf_add(got, rep, (size_t)len);
+		if ((size_t)len != used || memcmp(rep, w + off, used) != 0) {
+			char *g = itest_escape(rep, (size_t)len, 200), *e = itest_escape(w + off, used, 200);
+			snprintf(err, errlen, "reply %d of %d: got \"%s\", want \"%s\"", k + 1, n, g ? g : "?",
+			         e ? e : "?");
+			free(g);
+			free(e);
+			return -1;
+		}
+		off += used;
+	}
+	return n;
+}
+
 int itest_conn_wait_closed(itest_conn *c)
 {
 	long long deadline = itest_now_ms() + c->timeout_ms;
