@@ -401,31 +401,26 @@ void itest_server_log_dump(const itest_server *s)
 	fclose(fp);
 }
 
-int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
-                   int timeout_ms)
+/* A program run by itest_prog_run: its pid, the write end of its stdin and the read end of its
+ * stdout+stderr (-1 once closed), and what it printed so far. */
+typedef struct prog {
+	pid_t pid;
+	int in, out;
+	char *buf;
+	size_t len, cap;
+} prog;
+
+/* Start argv[0] (searched in $PATH) on two fresh pipes, dying with the test (note 1). 0 or -errno. */
+static int prog_spawn(prog *p, const char *const *argv)
 {
 	int inp[2] = { -1, -1 }, outp[2] = { -1, -1 };
-	char *buf = NULL;
-	size_t len = 0, cap = 0, inoff = 0;
-	int rc = 0;
-	pid_t pid = -1;
-
-	if (out)
-		*out = NULL;
-	if (outlen)
-		*outlen = 0;
-	signal(SIGPIPE, SIG_IGN);   /* a child that closes its stdin early gives EPIPE, not a signal */
-	if (pipe2(inp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
-		rc = -errno;
+	if (pipe2(inp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0)
 		goto fail;
-	}
 	pid_t parent = getpid();
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
+	p->pid = fork();
+	if (p->pid < 0)
 		goto fail;
-	}
-	if (pid == 0) {
+	if (p->pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -439,99 +434,133 @@ int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char *
 	}
 	close(inp[0]);
 	close(outp[1]);
-	inp[0] = outp[1] = -1;
-	fcntl(inp[1], F_SETFL, O_NONBLOCK);
-	if (inlen == 0) {
-		close(inp[1]);
-		inp[1] = -1;
-	}
-
-	long long deadline = itest_now_ms() + timeout_ms;
-	bool out_open = true;
-	while (out_open) {
-		struct pollfd pfd[2];
-		int n = 0;
-		pfd[n++] = (struct pollfd){ outp[0], POLLIN, 0 };
-		if (inp[1] >= 0)
-			pfd[n++] = (struct pollfd){ inp[1], POLLOUT, 0 };
-		long long left = deadline - itest_now_ms();
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			pid = -1;
-			rc = -ETIMEDOUT;
-			goto fail;
-		}
-		if (poll(pfd, (nfds_t)n, (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
-			goto fail;
-		}
-		if (pfd[0].revents) {
-			if (cap - len < 65536) {
-				size_t ncap = cap ? cap * 2 : 65536 * 2;
-				char *nb = realloc(buf, ncap);
-				if (!nb) {
-					rc = -ENOMEM;
-					goto fail;
-				}
-				buf = nb;
-				cap = ncap;
-			}
-			ssize_t r = read(outp[0], buf + len, cap - len - 1);
-			if (r > 0)
-				len += (size_t)r;
-			else if (r == 0 || (errno != EINTR && errno != EAGAIN))
-				out_open = false;
-		}
-		if (n > 1 && pfd[1].revents) {
-			ssize_t w = write(inp[1], (const char *)in + inoff, inlen - inoff);
-			if (w > 0)
-				inoff += (size_t)w;
-			if ((w < 0 && errno != EAGAIN && errno != EINTR) || inoff == inlen) {
-				close(inp[1]);   /* done, or the child closed its stdin (EPIPE) */
-				inp[1] = -1;
-			}
-		}
-	}
-	int st;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			break;
-		if (itest_now_ms() >= deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			pid = -1;
-			rc = -ETIMEDOUT;
-			goto fail;
-		}
-		itest_sleep_ms(5);
-	}
-	pid = -1;
-	rc = status_decode(st);
-	if (!buf)
-		buf = calloc(1, 1);
-	else
-		buf[len] = '\0';
-	if (out) {
-		*out = buf;
-		buf = NULL;
-	}
-	if (outlen)
-		*outlen = len;
-fail:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
+	p->in = inp[1];
+	p->out = outp[0];
+	fcntl(p->in, F_SETFL, O_NONBLOCK);
+	return 0;
+fail:;
+	int err = -errno;
 	for (int i = 0; i < 2; i++) {
 		if (inp[i] >= 0)
 			close(inp[i]);
 		if (outp[i] >= 0)
 			close(outp[i]);
 	}
-	free(buf);
+	return err;
+}
+
+/* Read what the program printed into p->buf (room kept for a NUL). 0, or 1 at EOF. */
+static int prog_read(prog *p)
+{
+	if (p->cap - p->len < 65536) {
+		size_t ncap = p->cap ? p->cap * 2 : 65536 * 2;
+		char *nb = realloc(p->buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		p->buf = nb;
+		p->cap = ncap;
+	}
+	ssize_t r = read(p->out, p->buf + p->len, p->cap - p->len - 1);
+	if (r > 0)
+		p->len += (size_t)r;
+	else if (r == 0 || (errno != EINTR && errno != EAGAIN))
+		return 1;
+	return 0;
+}
+
+/* Feed in[0..inlen) to the program's stdin and read its output until it closes stdout, or
+ * deadline. 0, -ETIMEDOUT or -errno. */
+static int prog_pump(prog *p, const char *in, size_t inlen, long long deadline)
+{
+	size_t off = 0;
+	if (inlen == 0) {
+		close(p->in);
+		p->in = -1;
+	}
+	for (;;) {
+		struct pollfd pfd[2];
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){ p->out, POLLIN, 0 };
+		if (p->in >= 0)
+			pfd[n++] = (struct pollfd){ p->in, POLLOUT, 0 };
+		long long left = deadline - itest_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(pfd, n, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[0].revents) {
+			int rc = prog_read(p);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				return 0;
+		}
+		if (n > 1 && pfd[1].revents) {
+			ssize_t w = write(p->in, in + off, inlen - off);
+			if (w > 0)
+				off += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || off == inlen) {
+				close(p->in);   /* done, or the program closed its stdin (EPIPE) */
+				p->in = -1;
+			}
+		}
+	}
+}
+
+/* Wait for the program to exit, until deadline. Its exit status, or -ETIMEDOUT. */
+static int prog_reap(prog *p, long long deadline)
+{
+	for (;;) {
+		int st;
+		if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+			p->pid = -1;
+			return status_decode(st);
+		}
+		if (itest_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		itest_sleep_ms(5);
+	}
+}
+
+int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
+                   int timeout_ms)
+{
+	prog p = { .pid = -1, .in = -1, .out = -1 };
+	long long deadline = itest_now_ms() + timeout_ms;
+
+	if (out)
+		*out = NULL;
+	if (outlen)
+		*outlen = 0;
+	signal(SIGPIPE, SIG_IGN);   /* a child that closes its stdin early gives EPIPE, not a signal */
+	int rc = prog_spawn(&p, argv);
+	if (rc == 0)
+		rc = prog_pump(&p, in, inlen, deadline);
+	if (rc == 0)
+		rc = prog_reap(&p, deadline);
+	if (rc >= 0) {
+		if (!p.buf)
+			p.buf = calloc(1, 1);
+		else
+			p.buf[p.len] = '\0';
+		if (outlen)
+			*outlen = p.len;
+		if (out) {
+			*out = p.buf;
+			p.buf = NULL;
+		}
+	}
+	if (p.pid > 0) {   /* timed out or failed: it must not outlive the test's wait */
+		kill(p.pid, SIGKILL);
+		waitpid(p.pid, NULL, 0);
+	}
+	if (p.in >= 0)
+		close(p.in);
+	if (p.out >= 0)
+		close(p.out);
+	free(p.buf);
 	return rc;
 }
