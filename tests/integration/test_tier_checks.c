@@ -124,21 +124,19 @@ static void test_arming_faults_needs_a_fault_device(void **state)
 #define COL_CANDIDATES 300000
 #define COL_MAX_KEYS 1500
 
-static void test_keys_sharing_an_index_entry_are_told_apart_on_the_device(void **state)
+/*
+ * Candidates col:N grouped by (bucket, tag), groups of two or more kept: keys[] gets the N of each
+ * key, group[] its group's number, one group after another. Returns the count of keys; *ngroups
+ * the count of groups.
+ */
+static int colliding_keys_find(int *keys, int *group, int *ngroups)
 {
-	(void)state;
-	const char *flags[] = { "--storage-tier", "--device-type", "posix", "--memory", "256k", "--page",
-	                        "64k", "--index", "4k", NULL };
-	itest_server srv;
-	itest_conn c;
-	char key[64], val[512];
-
-	/* Group candidates by (bucket, tag); keep groups of two or more. */
+	char key[64];
 	size_t slots = (size_t)COL_BUCKETS << HIDX_TAG_BITS;
 	int *first = malloc(slots * sizeof(int)), *next = malloc(COL_CANDIDATES * sizeof(int));
-	int *keys = malloc(COL_MAX_KEYS * sizeof(int)), *group = malloc(COL_MAX_KEYS * sizeof(int));
-	int nkeys = 0, ngroups = 0;
-	assert_true(first && next && keys && group);
+	int nkeys = 0;
+	assert_true(first && next);
+	*ngroups = 0;
 	memset(first, -1, slots * sizeof(int));
 	for (int i = 0; i < COL_CANDIDATES; i++) {
 		int n = sprintf(key, "col:%d", i);
@@ -152,12 +150,35 @@ static void test_keys_sharing_an_index_entry_are_told_apart_on_the_device(void *
 			continue;
 		for (int i = first[s]; i >= 0 && nkeys < COL_MAX_KEYS; i = next[i]) {
 			keys[nkeys] = i;
-			group[nkeys++] = ngroups;
+			group[nkeys++] = *ngroups;
 		}
-		ngroups++;
+		(*ngroups)++;
 	}
 	free(first);
 	free(next);
+	return nkeys;
+}
+
+/* Where key k stands in its group: 0 first, 1 second, 2 later. */
+static int group_place(const int *group, int k)
+{
+	if (k == 0 || group[k - 1] != group[k])
+		return 0;
+	return k == 1 || group[k - 2] != group[k] ? 1 : 2;
+}
+
+static void test_keys_sharing_an_index_entry_are_told_apart_on_the_device(void **state)
+{
+	(void)state;
+	const char *flags[] = { "--storage-tier", "--device-type", "posix", "--memory", "256k", "--page",
+	                        "64k", "--index", "4k", NULL };
+	itest_server srv;
+	itest_conn c;
+	char key[64], val[512];
+	int *keys = malloc(COL_MAX_KEYS * sizeof(int)), *group = malloc(COL_MAX_KEYS * sizeof(int));
+	int ngroups;
+	assert_true(keys && group);
+	int nkeys = colliding_keys_find(keys, group, &ngroups);
 	assert_true(ngroups > 100);
 
 	assert_int_equal(itest_spillway_start(&srv, flags), 0);
@@ -182,12 +203,10 @@ static void test_keys_sharing_an_index_entry_are_told_apart_on_the_device(void *
 	/* Delete the first key of each group and rewrite the second; push them out again; the newest
 	 * version of each wins, deleted keys stay deleted. */
 	for (int k = 0; k < nkeys; k++) {
-		bool first_of_group = k == 0 || group[k - 1] != group[k];
-		bool second_of_group = k >= 1 && group[k - 1] == group[k] && (k == 1 || group[k - 2] != group[k]);
 		sprintf(key, "col:%d", keys[k]);
-		if (first_of_group) {
+		if (group_place(group, k) == 0) {
 			itest_expect(&c, ":1\r\n", "DEL", key, NULL);
-		} else if (second_of_group) {
+		} else if (group_place(group, k) == 1) {
 			value_of(key, 1, val);
 			itest_expect(&c, "+OK\r\n", "SET", key, val, NULL);
 		}
@@ -195,14 +214,12 @@ static void test_keys_sharing_an_index_entry_are_told_apart_on_the_device(void *
 	fill(&c, "fill2", 200);
 	long long pend = itest_info_stat(&c, "tier_pending_reads");
 	for (int k = 0; k < nkeys; k++) {
-		bool first_of_group = k == 0 || group[k - 1] != group[k];
-		bool second_of_group = k >= 1 && group[k - 1] == group[k] && (k == 1 || group[k - 2] != group[k]);
 		sprintf(key, "col:%d", keys[k]);
-		if (first_of_group) {
+		if (group_place(group, k) == 0) {
 			itest_expect(&c, "$-1\r\n", "GET", key, NULL);
 			itest_expect(&c, ":0\r\n", "EXISTS", key, NULL);
 		} else {
-			value_of(key, second_of_group ? 1 : 0, val);
+			value_of(key, group_place(group, k) == 1 ? 1 : 0, val);
 			itest_expect_bulk(&c, val, "GET", key, NULL);
 		}
 	}
