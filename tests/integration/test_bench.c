@@ -47,13 +47,11 @@ static int setup(void **state)
 		fprintf(stderr, "bench: %s is not built (cmake --build build --target spillway-bench)\n", g_bench);
 		return -1;
 	}
-	int err = itest_spillway_start(&g_srv[SRV_SPILLWAY], spw_flags);
-	if (err) {
-		fprintf(stderr, "bench: cannot start spillway-server: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_srv[SRV_SPILLWAY], ITEST_SPILLWAY, spw_flags, "bench") != 0)
 		return -1;
-	}
 	g_up[SRV_SPILLWAY] = true;
-	err = itest_redis_start(&g_srv[SRV_REDIS], NULL);
+	/* redis-server is optional: its tests skip when it is not installed. */
+	int err = itest_redis_start(&g_srv[SRV_REDIS], NULL);
 	if (err == 0)
 		g_up[SRV_REDIS] = true;
 	else if (err != -ENOENT) {
@@ -68,10 +66,8 @@ static int teardown(void **state)
 	(void)state;
 	int rc = 0;
 	for (int i = 0; i < SRV_COUNT; i++)
-		if (g_up[i] && itest_server_stop(&g_srv[i]) != 0) {
-			itest_server_log_dump(&g_srv[i]);
+		if (itest_fixture_stop(&g_srv[i], "bench") != 0)
 			rc = -1;
-		}
 	return rc;
 }
 
@@ -259,19 +255,6 @@ static void modes_against(int srv)
 	free(csv);
 }
 
-static void test_bench_modes_give_well_formed_rows_against_spillway(void **state)
-{
-	(void)state;
-	modes_against(SRV_SPILLWAY);
-}
-
-static void test_bench_modes_give_well_formed_rows_against_redis(void **state)
-{
-	(void)state;
-	if (!g_up[SRV_REDIS])
-		skip();
-	modes_against(SRV_REDIS);
-}
 
 /* Load 16 keys, overwrite key 3 from another connection, then GET over the 16 keys: the overwritten
  * key is drawn (thousands of GETs over 16 keys) and must be reported. */
@@ -288,13 +271,10 @@ static void wrong_value_caught_on(int srv)
 
 	itest_conn c;
 	assert_int_equal(itest_conn_open(&c, g_srv[srv].port), 0);
-	char *r = itest_conn_call(&c, "GET", "00000003", NULL);
-	assert_non_null(r);
+	char *r = itest_call(&c, "GET", "00000003", NULL);
 	assert_true(strncmp(r, "$8\r\n", 4) == 0);   /* loaded: an 8-byte value */
 	free(r);
-	r = itest_conn_call(&c, "SET", "00000003", "notright", NULL);
-	assert_string_equal(r, "+OK\r\n");
-	free(r);
+	itest_expect(&c, "+OK\r\n", "SET", "00000003", "notright", NULL);
 	itest_conn_close(&c);
 
 	const char *get[] = { "--dbsize", "16", "-s", "--runtime", "0.3", "-t", "1", "-b", "8", "--op", "GET", NULL };
@@ -314,8 +294,7 @@ static void wrong_value_caught_on(int srv)
 
 	/* And a key that is gone is "missing", as a GET run over an empty key space shows. */
 	assert_int_equal(itest_conn_open(&c, g_srv[srv].port), 0);
-	r = itest_conn_call(&c, "FLUSHALL", NULL);
-	free(r);
+	itest_expect(&c, "+OK\r\n", "FLUSHALL", NULL);
 	itest_conn_close(&c);
 	const char *miss[] = { "--dbsize", "16", "-s", "--runtime", "0.2", "-b", "4", "--op", "GET", NULL };
 	st = bench_run(srv, miss, &out, &csv);
@@ -326,19 +305,21 @@ static void wrong_value_caught_on(int srv)
 	free(csv);
 }
 
-static void test_reply_check_catches_a_value_overwritten_by_another_client_on_spillway(void **state)
+/* A check run once per server: the test's state names the server and the check. */
+typedef struct on_server {
+	int srv;
+	void (*check)(int srv);
+} on_server;
+
+static void test_on_server(void **state)
 {
-	(void)state;
-	wrong_value_caught_on(SRV_SPILLWAY);
+	const on_server *t = *state;
+	if (!g_up[t->srv])
+		skip();   /* redis-server is not installed */
+	t->check(t->srv);
 }
 
-static void test_reply_check_catches_a_value_overwritten_by_another_client_on_redis(void **state)
-{
-	(void)state;
-	if (!g_up[SRV_REDIS])
-		skip();
-	wrong_value_caught_on(SRV_REDIS);
-}
+#define ON_SERVER(name, check, srv) { #name, test_on_server, NULL, NULL, &(on_server){ srv, check } }
 
 static void test_inproc_client_runs_the_same_workloads_without_tcp(void **state)
 {
@@ -377,10 +358,12 @@ static void test_bad_flags_are_usage_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bench_modes_give_well_formed_rows_against_spillway),
-		cmocka_unit_test(test_bench_modes_give_well_formed_rows_against_redis),
-		cmocka_unit_test(test_reply_check_catches_a_value_overwritten_by_another_client_on_spillway),
-		cmocka_unit_test(test_reply_check_catches_a_value_overwritten_by_another_client_on_redis),
+		ON_SERVER(test_bench_modes_give_well_formed_rows_against_spillway, modes_against, SRV_SPILLWAY),
+		ON_SERVER(test_bench_modes_give_well_formed_rows_against_redis, modes_against, SRV_REDIS),
+		ON_SERVER(test_reply_check_catches_a_value_overwritten_by_another_client_on_spillway,
+		          wrong_value_caught_on, SRV_SPILLWAY),
+		ON_SERVER(test_reply_check_catches_a_value_overwritten_by_another_client_on_redis,
+		          wrong_value_caught_on, SRV_REDIS),
 		cmocka_unit_test(test_inproc_client_runs_the_same_workloads_without_tcp),
 		cmocka_unit_test(test_bad_flags_are_usage_errors),
 	};

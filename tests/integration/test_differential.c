@@ -131,15 +131,19 @@ typedef struct script {
 	int n, cap;
 } script;
 
+static void dcmd_free(dcmd *c)
+{
+	for (int a = 0; a < c->argc; a++)
+		free(c->argv[a]);
+	free(c->argv);
+	free(c->lens);
+	free(c->text);
+}
+
 static void script_free(script *s)
 {
-	for (int i = 0; i < s->n; i++) {
-		for (int a = 0; a < s->cmds[i].argc; a++)
-			free(s->cmds[i].argv[a]);
-		free(s->cmds[i].argv);
-		free(s->cmds[i].lens);
-		free(s->cmds[i].text);
-	}
+	for (int i = 0; i < s->n; i++)
+		dcmd_free(&s->cmds[i]);
 	free(s->cmds);
 	memset(s, 0, sizeof(*s));
 }
@@ -170,10 +174,79 @@ static int tok_put(char **t, size_t *len, size_t *cap, char ch)
 	return 0;
 }
 
+/* The escape of a "double-quoted" token at p (a backslash and at least one more byte): the byte it
+ * stands for in *out; returns the source bytes it takes. \xHH needs two hex digits, or it is an x. */
+static size_t escape_read(const char *p, char *out)
+{
+	if (p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
+		*out = (char)(hexval(p[2]) * 16 + hexval(p[3]));
+		return 4;
+	}
+	switch (p[1]) {
+	case 'n': *out = '\n'; break;
+	case 'r': *out = '\r'; break;
+	case 't': *out = '\t'; break;
+	case 'b': *out = '\b'; break;
+	case 'a': *out = '\a'; break;
+	default: *out = p[1]; break;
+	}
+	return 2;
+}
+
 /*
- * Split a line as redis-cli does (sdssplitargs): quotes, escapes, and a closing quote that must be
- * followed by a blank or the end. Returns argc >= 0, or -EINVAL on unbalanced quotes.
+ * Read the token at *pp (not a blank) as sdssplitargs does: a quote opens anywhere in a token, a
+ * closing quote must be followed by a blank or the end, and only "double quotes" know escapes
+ * ('single' ones know \' alone). *tok gets it malloc'd (NUL-terminated, for messages), *len its
+ * length, and *pp moves past it. 0, or -EINVAL on an unbalanced quote.
  */
+static int token_read(const char **pp, char **tok, size_t *len)
+{
+	const char *p = *pp;
+	size_t cap = 0;
+	char q = 0;   /* the open quote, or 0 */
+
+	*tok = NULL;
+	*len = 0;
+	tok_put(tok, len, &cap, 'x');   /* make tok non-NULL even for "" */
+	*len = 0;
+	(*tok)[0] = '\0';
+	for (;;) {
+		char c;
+		if (!q) {
+			if (*p == '\0' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+				break;
+			if (*p == '"' || *p == '\'')
+				q = *p;
+			else
+				tok_put(tok, len, &cap, *p);
+			p++;
+		} else if (*p == '\0') {
+			goto bad;
+		} else if (*p == q) {
+			if (p[1] && !isspace((unsigned char)p[1]))
+				goto bad;
+			p++;
+			break;
+		} else if (q == '"' && p[0] == '\\' && p[1]) {
+			p += escape_read(p, &c);
+			tok_put(tok, len, &cap, c);
+		} else if (q == '\'' && p[0] == '\\' && p[1] == '\'') {
+			p += 2;
+			tok_put(tok, len, &cap, '\'');
+		} else {
+			tok_put(tok, len, &cap, *p++);
+		}
+	}
+	*pp = p;
+	return 0;
+bad:
+	free(*tok);
+	*tok = NULL;
+	return -EINVAL;
+}
+
+/* Split a line as redis-cli does (sdssplitargs, token_read). Returns argc >= 0, or -EINVAL on
+ * unbalanced quotes. */
 static int line_split(const char *p, char ***argv_out, size_t **lens_out)
 {
 	char **argv = NULL;
@@ -185,80 +258,11 @@ static int line_split(const char *p, char ***argv_out, size_t **lens_out)
 			p++;
 		if (!*p)
 			break;
-		char *tok = NULL;
-		size_t len = 0, cap = 0;
-		bool inq = false, insq = false, done = false;
-		tok_put(&tok, &len, &cap, 'x');   /* make tok non-NULL even for "" */
-		len = 0;
-		tok[0] = '\0';
-		while (!done) {
-			if (inq) {
-				if (p[0] == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
-					tok_put(&tok, &len, &cap, (char)(hexval(p[2]) * 16 + hexval(p[3])));
-					p += 3;
-				} else if (p[0] == '\\' && p[1]) {
-					char c;
-					p++;
-					switch (*p) {
-					case 'n': c = '\n'; break;
-					case 'r': c = '\r'; break;
-					case 't': c = '\t'; break;
-					case 'b': c = '\b'; break;
-					case 'a': c = '\a'; break;
-					default: c = *p; break;
-					}
-					tok_put(&tok, &len, &cap, c);
-				} else if (*p == '"') {
-					if (p[1] && !isspace((unsigned char)p[1])) {
-						err = -EINVAL;
-						free(tok);
-						goto fail;
-					}
-					done = true;
-				} else if (!*p) {
-					err = -EINVAL;
-					free(tok);
-					goto fail;
-				} else {
-					tok_put(&tok, &len, &cap, *p);
-				}
-			} else if (insq) {
-				if (p[0] == '\\' && p[1] == '\'') {
-					p++;
-					tok_put(&tok, &len, &cap, '\'');
-				} else if (*p == '\'') {
-					if (p[1] && !isspace((unsigned char)p[1])) {
-						err = -EINVAL;
-						free(tok);
-						goto fail;
-					}
-					done = true;
-				} else if (!*p) {
-					err = -EINVAL;
-					free(tok);
-					goto fail;
-				} else {
-					tok_put(&tok, &len, &cap, *p);
-				}
-			} else {
-				switch (*p) {
-				case ' ': case '\n': case '\r': case '\t': case '\0':
-					done = true;
-					break;
-				case '"':
-					inq = true;
-					break;
-				case '\'':
-					insq = true;
-					break;
-				default:
-					tok_put(&tok, &len, &cap, *p);
-					break;
-				}
-			}
-			if (*p)
-				p++;
-		}
+		char *tok;
+		size_t len;
+		err = token_read(&p, &tok, &len);
+		if (err)
+			goto fail;
 		char **na = realloc(argv, sizeof(char *) * (size_t)(argc + 1));
 		size_t *nl = realloc(lens, sizeof(size_t) * (size_t)(argc + 1));
 		if (na)
@@ -335,10 +339,11 @@ static int script_parse(script *s, const char *name, const char *text, char *err
 		dcmd c;
 		memset(&c, 0, sizeof(c));
 		c.line = lineno;
+		c.text = line;   /* c owns the line from here: dcmd_free frees both */
 		c.argc = line_split(t, &c.argv, &c.lens);
 		if (c.argc <= 0) {
 			snprintf(err, errlen, "%s:%d: unbalanced quotes in '%s'", name, lineno, t);
-			free(line);
+			dcmd_free(&c);
 			goto fail;
 		}
 		if (repeat > 0) {
@@ -349,7 +354,7 @@ static int script_parse(script *s, const char *name, const char *text, char *err
 				memcpy(big + (size_t)r * l, c.argv[last], l);
 			if (!big) {
 				snprintf(err, errlen, "%s:%d: out of memory", name, lineno);
-				free(line);
+				dcmd_free(&c);
 				goto fail;
 			}
 			big[total] = '\0';
@@ -364,27 +369,18 @@ static int script_parse(script *s, const char *name, const char *text, char *err
 			snprintf(err, errlen,
 			         "%s:%d: '%s' is volatile (%s): put !skip before it, it is never excluded silently",
 			         name, lineno, which, why);
-			for (int a = 0; a < c.argc; a++)
-				free(c.argv[a]);
-			free(c.argv);
-			free(c.lens);
-			free(line);
+			dcmd_free(&c);
 			goto fail;
 		}
 		if (scanall && !(which && strcmp(which, "SCAN") == 0)) {
 			snprintf(err, errlen, "%s:%d: !scanall needs a SCAN command", name, lineno);
-			for (int a = 0; a < c.argc; a++)
-				free(c.argv[a]);
-			free(c.argv);
-			free(c.lens);
-			free(line);
+			dcmd_free(&c);
 			goto fail;
 		}
 		c.sort = sort;
 		c.skip = skip;
 		c.scanall = scanall;
 		c.repeat = repeat;
-		c.text = line;
 		if (s->n == s->cap) {
 			s->cap = s->cap ? s->cap * 2 : 64;
 			s->cmds = realloc(s->cmds, sizeof(dcmd) * (size_t)s->cap);
@@ -423,26 +419,6 @@ static char *file_read(const char *path)
 }
 
 /* ---------------- reply normalisation ---------------- */
-
-typedef struct buf {
-	char *p;
-	size_t len, cap;
-} buf;
-
-static void buf_add(buf *b, const void *p, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t nc = b->cap ? b->cap : 256;
-		while (nc < b->len + n + 1)
-			nc *= 2;
-		b->p = realloc(b->p, nc);
-		assert_non_null(b->p);
-		b->cap = nc;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
 
 typedef struct elem {
 	const char *p;
@@ -494,19 +470,19 @@ static long aggregate_split(const char *r, size_t len, size_t *hdr_len, elem **o
 }
 
 /* The reply with its aggregate elements sorted (!sort), into out. */
-static void reply_sorted(const char *r, size_t len, buf *out)
+static void reply_sorted(const char *r, size_t len, itest_buf *out)
 {
 	size_t hdr;
 	elem *e = NULL;
 	long n = aggregate_split(r, len, &hdr, &e);
 	if (n < 0) {
-		buf_add(out, r, len);
+		itest_buf_add(out, r, len);
 		return;
 	}
 	qsort(e, (size_t)n, sizeof(elem), elem_cmp);
-	buf_add(out, r, hdr);
+	itest_buf_add(out, r, hdr);
 	for (long i = 0; i < n; i++)
-		buf_add(out, e[i].p, e[i].len);
+		itest_buf_add(out, e[i].p, e[i].len);
 	free(e);
 }
 
@@ -514,12 +490,12 @@ static void reply_sorted(const char *r, size_t len, buf *out)
  * !scanall: follow the cursor of c (argv[1]) to 0 on conn and build "*N\r\n" + the sorted, unique
  * keys seen. An error or malformed reply is returned as it came. 0, or -errno on I/O failure.
  */
-static int scan_collect(itest_conn *conn, const dcmd *c, buf *out)
+static int scan_collect(itest_conn *conn, const dcmd *c, itest_buf *out)
 {
 	char cursor[32] = "0";
 	const char **argv = calloc((size_t)c->argc, sizeof(char *));
 	size_t *lens = calloc((size_t)c->argc, sizeof(size_t));
-	buf keys = { 0 };   /* every key element seen, back to back */
+	itest_buf keys = { 0 };   /* every key element seen, back to back */
 	size_t *offs = NULL, nall = 0, capall = 0;
 	int rc = 0;
 
@@ -546,7 +522,7 @@ static int scan_collect(itest_conn *conn, const dcmd *c, buf *out)
 		    top[1].p[0] != '*') {
 			free(top);
 			out->len = 0;
-			buf_add(out, r, (size_t)n);   /* an error, or not SCAN's shape: compare as is */
+			itest_buf_add(out, r, (size_t)n);   /* an error, or not SCAN's shape: compare as is */
 			goto out;
 		}
 		const char *cp = memchr(top[0].p, '\n', top[0].len);
@@ -563,7 +539,7 @@ static int scan_collect(itest_conn *conn, const dcmd *c, buf *out)
 				assert_non_null(offs);
 			}
 			offs[nall++] = keys.len;
-			buf_add(&keys, ks[i].p, ks[i].len);
+			itest_buf_add(&keys, ks[i].p, ks[i].len);
 		}
 		free(ks);
 		free(top);
@@ -579,12 +555,10 @@ static int scan_collect(itest_conn *conn, const dcmd *c, buf *out)
 			for (size_t i = 0; i < nall; i++)
 				if (uniq == 0 || elem_cmp(&all[uniq - 1], &all[i]) != 0)
 					all[uniq++] = all[i];
-			char hdrs[32];
-			int hl = snprintf(hdrs, sizeof(hdrs), "*%zu\r\n", uniq);
 			out->len = 0;
-			buf_add(out, hdrs, (size_t)hl);
+			itest_buf_fmt(out, "*%zu\r\n", uniq);
 			for (size_t i = 0; i < uniq; i++)
-				buf_add(out, all[i].p, all[i].len);
+				itest_buf_add(out, all[i].p, all[i].len);
 			free(all);
 			goto out;
 		}
@@ -601,7 +575,6 @@ out:
 /* ---------------- the servers and the comparison ---------------- */
 
 static itest_server g_redis, g_spw;
-static bool g_redis_up, g_spw_up;
 static char g_diff_dir[1024];
 
 static const char *const spw_flags[] = {
@@ -632,22 +605,14 @@ static void redis_version_check(void)
 static int servers_start(void **state)
 {
 	(void)state;
-	int err = itest_redis_start(&g_redis, NULL);
-	if (err) {
-		fprintf(stderr, "differential: cannot start redis-server: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_redis, ITEST_REDIS, NULL, "differential") != 0)
 		return -1;
-	}
-	g_redis_up = true;
 	redis_version_check();
 	/* SPW_ITEST_TARGET=redis compares redis-server with itself: a check of the scripts and runner. */
-	err = itest_target_start(&g_spw, spw_flags);
-	if (err) {
-		fprintf(stderr, "differential: cannot start the server under test: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_spw, ITEST_TARGET, spw_flags, "differential") != 0) {
 		itest_server_stop(&g_redis);   /* cmocka runs no teardown after a failed setup */
-		g_redis_up = false;
 		return -1;
 	}
-	g_spw_up = true;
 	print_message("differential: redis-server on port %d, %s on port %d\n", g_redis.port, g_spw.name,
 	              g_spw.port);
 	return 0;
@@ -656,17 +621,8 @@ static int servers_start(void **state)
 static int servers_stop(void **state)
 {
 	(void)state;
-	int rc = 0;
-	if (g_spw_up) {
-		int st = itest_server_stop(&g_spw);
-		if (st != 0) {
-			fprintf(stderr, "differential: %s exited with status %d\n", g_spw.name, st);
-			itest_server_log_dump(&g_spw);
-			rc = -1;
-		}
-	}
-	if (g_redis_up)
-		itest_server_stop(&g_redis);
+	int rc = itest_fixture_stop(&g_spw, "differential");
+	itest_server_stop(&g_redis);   /* the reference: its exit status is not under test */
 	return rc;
 }
 
@@ -696,7 +652,7 @@ static void mismatch_report(const script *s, const dcmd *c, const char *a, size_
 }
 
 /* Send c to one server and put its (normalised) reply in out. 0 or -errno. */
-static int run_one(itest_conn *conn, const dcmd *c, buf *out)
+static int run_one(itest_conn *conn, const dcmd *c, itest_buf *out)
 {
 	const char *r;
 	out->len = 0;
@@ -711,7 +667,7 @@ static int run_one(itest_conn *conn, const dcmd *c, buf *out)
 	if (c->sort)
 		reply_sorted(r, (size_t)n, out);
 	else
-		buf_add(out, r, (size_t)n);
+		itest_buf_add(out, r, (size_t)n);
 	return 0;
 }
 
@@ -719,7 +675,7 @@ static int run_one(itest_conn *conn, const dcmd *c, buf *out)
 static bool script_run(const script *s)
 {
 	itest_conn cr, cs;
-	buf ra = { 0 }, rb = { 0 };
+	itest_buf ra = { 0 }, rb = { 0 };
 	bool ok = false;
 
 	int ea = itest_conn_open(&cr, g_redis.port), eb = itest_conn_open(&cs, g_spw.port);
@@ -850,7 +806,7 @@ static void test_reader_rejects_bad_quotes_and_directives(void **state)
 static void test_sorting_compares_aggregates_as_multisets(void **state)
 {
 	(void)state;
-	buf a = { 0 }, b = { 0 };
+	itest_buf a = { 0 }, b = { 0 };
 	const char *x = "*3\r\n$1\r\nb\r\n$1\r\na\r\n$2\r\nab\r\n";
 	const char *y = "*3\r\n$2\r\nab\r\n$1\r\nb\r\n$1\r\na\r\n";
 	reply_sorted(x, strlen(x), &a);
@@ -888,12 +844,8 @@ int main(void)
 	};
 	int failed = cmocka_run_group_tests(reader_tests, NULL, NULL);
 
-	char *redis = itest_prog_find("redis-server");
-	if (!redis) {
-		fprintf(stderr, "SKIP: redis-server is not installed (Debian package redis-server)\n");
+	if (!itest_prog_present("redis-server", "redis-server"))
 		return failed ? 1 : 77;
-	}
-	free(redis);
 	const char *src = getenv("SPW_SRC");
 	if (!src || !*src) {
 		fprintf(stderr, "FAIL: SPW_SRC is not set (ctest sets it to the source folder)\n");

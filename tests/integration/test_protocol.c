@@ -34,7 +34,6 @@
 #include "proto/resp.h"
 
 static itest_server g_srv;
-static bool g_up;
 
 /* --page 8m so that a 5 MB value fits in one page of the log; 4 workers for the counter test. */
 static const char *const srv_flags[] = {
@@ -44,27 +43,13 @@ static const char *const srv_flags[] = {
 static int server_setup(void **state)
 {
 	(void)state;
-	int err = itest_target_start(&g_srv, srv_flags);
-	if (err) {
-		fprintf(stderr, "protocol: cannot start the server under test: %s\n", strerror(-err));
-		return -1;
-	}
-	g_up = true;
-	return 0;
+	return itest_fixture_start(&g_srv, ITEST_TARGET, srv_flags, "protocol");
 }
 
 static int server_teardown(void **state)
 {
 	(void)state;
-	if (!g_up)
-		return 0;
-	int st = itest_server_stop(&g_srv);
-	if (st != 0) {
-		fprintf(stderr, "protocol: %s exited with status %d after SIGTERM\n", g_srv.name, st);
-		itest_server_log_dump(&g_srv);
-		return -1;
-	}
-	return 0;
+	return itest_fixture_stop(&g_srv, "protocol");
 }
 
 static void conn_open(itest_conn *c)
@@ -72,59 +57,6 @@ static void conn_open(itest_conn *c)
 	int err = itest_conn_open(c, g_srv.port);
 	if (err)
 		fail_msg("connect to port %d: %s", g_srv.port, strerror(-err));
-}
-
-/* Read n replies and return them concatenated (malloc'd, *len set). */
-static char *replies_read(itest_conn *c, int n, size_t *len)
-{
-	char *all = NULL;
-	size_t tot = 0;
-	for (int i = 0; i < n; i++) {
-		const char *r;
-		ssize_t l = itest_conn_read_reply(c, &r, NULL);
-		if (l < 0) {
-			fail_msg("reply %d of %d: %s", i + 1, n, strerror((int)-l));
-			break;
-		}
-		size_t rl = (size_t)l;
-		char *grown = realloc(all, tot + rl + 1);
-		assert_non_null(grown);
-		all = grown;
-		memcpy(all + tot, r, rl);
-		tot += rl;
-		all[tot] = '\0';
-	}
-	*len = tot;
-	return all;
-}
-
-/* Compare bytes, printing both escaped on a mismatch. */
-static void bytes_expect(const char *what, const char *got, size_t glen, const char *want, size_t wlen)
-{
-	if (glen == wlen && memcmp(got, want, wlen) == 0)
-		return;
-	char *g = itest_escape(got, glen, 400), *w = itest_escape(want, wlen, 400);
-	fprintf(stderr, "%s:\n  expected \"%s\"\n  got      \"%s\"\n", what, w, g);
-	free(g);
-	free(w);
-	fail_msg("%s: reply bytes differ", what);
-}
-
-/* Send a command, expect exact reply bytes. */
-static void call_expect(itest_conn *c, const char *want, const char *arg0, ...)
-{
-	const char *argv[16];
-	int argc = 0;
-	va_list ap;
-	va_start(ap, arg0);
-	for (const char *a = arg0; a && argc < 16; a = va_arg(ap, const char *))
-		argv[argc++] = a;
-	va_end(ap);
-	char *r = itest_conn_call_argv(c, argc, argv, NULL);
-	if (!r)
-		fail_msg("%s: no reply", arg0);
-	bytes_expect(arg0, r, strlen(r), want, strlen(want));
-	free(r);
 }
 
 /* ---------------- pipelines split anywhere ---------------- */
@@ -153,12 +85,14 @@ static const char pipeline_replies[] =
 	"*2\r\n$5\r\nhello\r\n$-1\r\n";
 #define PIPELINE_N 10
 
+/* Read the pipeline's PIPELINE_N replies and compare each with pipeline_replies. */
 static void pipeline_check(itest_conn *c, const char *what)
 {
-	size_t len;
-	char *got = replies_read(c, PIPELINE_N, &len);
-	bytes_expect(what, got, len, pipeline_replies, sizeof(pipeline_replies) - 1);
-	free(got);
+	char err[1024];
+	int n = itest_replies_check(c, pipeline_replies, sizeof(pipeline_replies) - 1, NULL, err, sizeof(err));
+	if (n < 0)
+		fail_msg("%s: %s", what, err);
+	assert_int_equal(n, PIPELINE_N);
 }
 
 static void test_pipeline_split_at_every_byte_boundary_gets_replies_in_order(void **state)
@@ -170,7 +104,7 @@ static void test_pipeline_split_at_every_byte_boundary_gets_replies_in_order(voi
 
 	conn_open(&c);
 	/* Make DEL split:n answer 1 every round, the first included. */
-	call_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
+	itest_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
 	for (size_t k = 1; k < n; k++) {
 		assert_int_equal(itest_conn_send(&c, pipeline, k), 0);
 		itest_sleep_ms(1);
@@ -186,7 +120,7 @@ static void test_pipeline_sent_byte_by_byte_gets_replies_in_order(void **state)
 	(void)state;
 	itest_conn c;
 	conn_open(&c);
-	call_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
+	itest_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
 	for (size_t i = 0; i < sizeof(pipeline) - 1; i++) {
 		assert_int_equal(itest_conn_send(&c, pipeline + i, 1), 0);
 		if (i % 4 == 0)
@@ -205,7 +139,7 @@ static void test_pipeline_in_random_chunks_gets_replies_in_order(void **state)
 	char what[64];
 
 	conn_open(&c);
-	call_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
+	itest_expect(&c, "+OK\r\n", "SET", "split:n", "0", NULL);
 	for (int round = 0; round < 40; round++) {
 		/* Several copies back to back, cut at random places: requests straddle chunk ends. */
 		for (int copy = 0; copy < 3; copy++) {
@@ -257,10 +191,7 @@ static void test_inline_commands_work_like_telnet(void **state)
 		"+PONG\r\n";
 	conn_open(&c);
 	assert_int_equal(itest_conn_send(&c, req, sizeof(req) - 1), 0);
-	size_t len;
-	char *got = replies_read(&c, 9, &len);
-	bytes_expect("inline commands", got, len, want, sizeof(want) - 1);
-	free(got);
+	itest_replies_expect(&c, NULL, want, sizeof(want) - 1, NULL);
 	itest_conn_close(&c);
 }
 
@@ -271,11 +202,8 @@ static void test_empty_multibulk_requests_are_ignored(void **state)
 	static const char req[] = "*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n";
 	conn_open(&c);
 	assert_int_equal(itest_conn_send(&c, req, sizeof(req) - 1), 0);
-	size_t len;
-	char *got = replies_read(&c, 1, &len);
-	bytes_expect("*0 and *-1 then PING", got, len, "+PONG\r\n", 7);
-	free(got);
-	call_expect(&c, "$2\r\nok\r\n", "ECHO", "ok", NULL);
+	itest_replies_expect(&c, NULL, "+PONG\r\n", 7, NULL);   /* *0 and *-1 have no reply */
+	itest_expect(&c, "$2\r\nok\r\n", "ECHO", "ok", NULL);
 	itest_conn_close(&c);
 }
 
@@ -314,7 +242,7 @@ static void test_protocol_errors_reply_exact_text_and_close_only_that_connection
 	};
 	itest_conn other;
 	conn_open(&other);
-	call_expect(&other, "+OK\r\n", "SET", "perr:k", "survivor", NULL);
+	itest_expect(&other, "+OK\r\n", "SET", "perr:k", "survivor", NULL);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		itest_conn c;
 		char what[96];
@@ -331,16 +259,16 @@ static void test_protocol_errors_reply_exact_text_and_close_only_that_connection
 		char *got;
 		size_t have;
 		int rc = itest_conn_read_to_eof(&c, &got, &have);
-		bytes_expect(what, got, have, bad[i].reply, strlen(bad[i].reply));
+		itest_bytes_expect(what, got, have, bad[i].reply, strlen(bad[i].reply));
 		free(got);
 		if (rc != 0)
 			fail_msg("%s: the connection was not closed after the protocol error (%s)", what,
 			         strerror(-rc));
 		itest_conn_close(&c);
 		/* The other client carries on. */
-		call_expect(&other, "$8\r\nsurvivor\r\n", "GET", "perr:k", NULL);
+		itest_expect(&other, "$8\r\nsurvivor\r\n", "GET", "perr:k", NULL);
 	}
-	call_expect(&other, "+PONG\r\n", "PING", NULL);
+	itest_expect(&other, "+PONG\r\n", "PING", NULL);
 	itest_conn_close(&other);
 }
 
@@ -353,7 +281,7 @@ static void test_quit_replies_ok_and_closes(void **state)
 	const char *r;
 	ssize_t n = itest_conn_read_reply(&c, &r, NULL);
 	assert_true(n > 0);
-	bytes_expect("QUIT", r, (size_t)n, "+OK\r\n", 5);
+	itest_bytes_expect("QUIT", r, (size_t)n, "+OK\r\n", 5);
 	assert_int_equal(itest_conn_wait_closed(&c), 0);
 	itest_conn_close(&c);
 }
@@ -374,7 +302,7 @@ static void test_five_megabyte_value_round_trips(void **state)
 	size_t lens[] = { 3, 6, n };
 	char *r = itest_conn_call_argv(&c, 3, argv, lens);
 	assert_non_null(r);
-	bytes_expect("SET of 5 MB", r, strlen(r), "+OK\r\n", 5);
+	itest_bytes_expect("SET of 5 MB", r, strlen(r), "+OK\r\n", 5);
 	free(r);
 	const char *gargv[] = { "GET", "big:5m" };
 	assert_int_equal(itest_conn_send_argv(&c, 2, gargv, NULL), 0);
@@ -388,11 +316,11 @@ static void test_five_megabyte_value_round_trips(void **state)
 	if (memcmp(rep + hl, v, n) != 0)
 		fail_msg("GET of 5 MB: payload differs");
 	assert_memory_equal(rep + hl + n, "\r\n", 2);
-	call_expect(&c, ":5242880\r\n", "STRLEN", "big:5m", NULL);
+	itest_expect(&c, ":5242880\r\n", "STRLEN", "big:5m", NULL);
 	char tail[64];
 	snprintf(tail, sizeof(tail), "$3\r\n%c%c%c\r\n", v[n - 3], v[n - 2], v[n - 1]);
-	call_expect(&c, tail, "GETRANGE", "big:5m", "-3", "-1", NULL);
-	call_expect(&c, ":1\r\n", "DEL", "big:5m", NULL);
+	itest_expect(&c, tail, "GETRANGE", "big:5m", "-3", "-1", NULL);
+	itest_expect(&c, ":1\r\n", "DEL", "big:5m", NULL);
 	free(v);
 	itest_conn_close(&c);
 }
@@ -439,12 +367,12 @@ static void test_client_that_does_not_read_does_not_block_others(void **state)
 		break;
 	}
 	/* Others are served while A's replies pile up unread. */
-	call_expect(&b, "+PONG\r\n", "PING", NULL);
-	call_expect(&b, "+OK\r\n", "SET", "bp:other", "1", NULL);
-	call_expect(&b, ":2\r\n", "INCR", "bp:other", NULL);
+	itest_expect(&b, "+PONG\r\n", "PING", NULL);
+	itest_expect(&b, "+OK\r\n", "SET", "bp:other", "1", NULL);
+	itest_expect(&b, ":2\r\n", "INCR", "bp:other", NULL);
 	itest_conn c;
 	conn_open(&c);
-	call_expect(&c, "$1\r\n2\r\n", "GET", "bp:other", NULL);
+	itest_expect(&c, "$1\r\n2\r\n", "GET", "bp:other", NULL);
 	itest_conn_close(&c);
 	others_checked = true;
 
@@ -474,7 +402,7 @@ static void test_client_that_does_not_read_does_not_block_others(void **state)
 	}
 	assert_true(others_checked);
 	assert_int_equal(sent, total);
-	call_expect(&a, "+PONG\r\n", "PING", NULL);
+	itest_expect(&a, "+PONG\r\n", "PING", NULL);
 	free(reqs);
 	free(rbuf);
 	itest_conn_close(&a);
@@ -534,7 +462,7 @@ static void test_many_clients_incr_shared_keys_to_exact_counts(void **state)
 	const long long per_key = (long long)CLIENTS * BATCHES * BATCH / KEYS;
 
 	conn_open(&c);
-	call_expect(&c, ":0\r\n", "DEL", "ctr:0", "ctr:1", "ctr:2", "ctr:3", NULL);
+	itest_expect(&c, ":0\r\n", "DEL", "ctr:0", "ctr:1", "ctr:2", "ctr:3", NULL);
 	for (int i = 0; i < CLIENTS; i++) {
 		memset(&jobs[i], 0, sizeof(jobs[i]));
 		jobs[i].port = g_srv.port;
@@ -563,7 +491,7 @@ static void test_many_clients_incr_shared_keys_to_exact_counts(void **state)
 		snprintf(key, sizeof(key), "ctr:%d", k);
 		snprintf(num, sizeof(num), "%lld", per_key);
 		snprintf(want, sizeof(want), "$%zu\r\n%s\r\n", strlen(num), num);
-		call_expect(&c, want, "GET", key, NULL);
+		itest_expect(&c, want, "GET", key, NULL);
 	}
 	for (int i = 0; i < CLIENTS; i++)
 		free(jobs[i].values);
@@ -583,9 +511,7 @@ static void test_sigterm_stops_the_server_with_status_zero(void **state)
 	itest_conn c;
 	assert_int_equal(itest_target_start(&s, small_flags), 0);
 	assert_int_equal(itest_conn_open(&c, s.port), 0);
-	char *r = itest_conn_call(&c, "SET", "k", "v", NULL);
-	assert_non_null(r);
-	free(r);
+	itest_expect(&c, "+OK\r\n", "SET", "k", "v", NULL);
 	int st = itest_server_stop(&s);
 	if (st != 0)
 		itest_server_log_dump(&s);

@@ -15,7 +15,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,6 @@
 #include "support/itest.h"
 
 static itest_server g_srv;
-static bool g_up;
 
 /* About 1.2 million records are written (MSET writes 10 keys each): room for all of them in memory. */
 static const char *const srv_flags[] = {
@@ -33,23 +31,13 @@ static const char *const srv_flags[] = {
 static int server_setup(void **state)
 {
 	(void)state;
-	int err = itest_target_start(&g_srv, srv_flags);
-	if (err) {
-		fprintf(stderr, "redis_benchmark: cannot start the server under test: %s\n", strerror(-err));
-		return -1;
-	}
-	g_up = true;
-	return 0;
+	return itest_fixture_start(&g_srv, ITEST_TARGET, srv_flags, "redis_benchmark");
 }
 
 static int server_teardown(void **state)
 {
 	(void)state;
-	if (g_up && itest_server_stop(&g_srv) != 0) {
-		itest_server_log_dump(&g_srv);
-		return -1;
-	}
-	return 0;
+	return itest_fixture_stop(&g_srv, "redis_benchmark");
 }
 
 /* The final result line of each test: "<NAME>: <float> requests per second". Progress updates are
@@ -95,14 +83,12 @@ static void test_benchmark_set_get_incr_mset_runs_clean(void **state)
 
 	itest_conn c;
 	assert_int_equal(itest_conn_open(&c, g_srv.port), 0);
-	char *r = itest_conn_call(&c, "DBSIZE", NULL);
-	assert_non_null(r);
+	char *r = itest_call(&c, "DBSIZE", NULL);
 	if (r[0] != ':' || strtoll(r + 1, NULL, 10) <= 0)
 		fail_msg("DBSIZE after redis-benchmark: %s", r);
 	free(r);
 	/* redis-benchmark's keys are key:<12 digits> holding 3 bytes (-d 3 by default). */
-	r = itest_conn_call(&c, "KEYS", "key:00000000000*", NULL);
-	assert_non_null(r);
+	r = itest_call(&c, "KEYS", "key:00000000000*", NULL);
 	/* Take the first key of the KEYS reply: "*N\r\n$16\r\nkey:...\r\n". */
 	char *k = strstr(r, "\r\n$16\r\n");
 	if (r[0] != '*' || !k)
@@ -111,8 +97,7 @@ static void test_benchmark_set_get_incr_mset_runs_clean(void **state)
 	memcpy(key, k + 7, 16);
 	key[16] = '\0';
 	free(r);
-	r = itest_conn_call(&c, "GET", key, NULL);
-	assert_non_null(r);
+	r = itest_call(&c, "GET", key, NULL);
 	if (strlen(r) != 9 || strncmp(r, "$3\r\n", 4) != 0 || strcmp(r + 7, "\r\n") != 0)
 		fail_msg("GET %s after redis-benchmark: %s", key, r);
 	free(r);
@@ -121,12 +106,8 @@ static void test_benchmark_set_get_incr_mset_runs_clean(void **state)
 
 int main(void)
 {
-	char *bench = itest_prog_find("redis-benchmark");
-	if (!bench) {
-		fprintf(stderr, "SKIP: redis-benchmark is not installed (Debian package redis-tools)\n");
+	if (!itest_prog_present("redis-benchmark", "redis-tools"))
 		return 77;
-	}
-	free(bench);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_benchmark_set_get_incr_mset_runs_clean),
 	};

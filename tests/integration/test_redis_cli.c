@@ -22,7 +22,6 @@
 #include "support/itest.h"
 
 static itest_server g_srv;
-static bool g_up;
 static char g_port[16];
 
 static const char *const srv_flags[] = {
@@ -32,12 +31,8 @@ static const char *const srv_flags[] = {
 static int server_setup(void **state)
 {
 	(void)state;
-	int err = itest_target_start(&g_srv, srv_flags);
-	if (err) {
-		fprintf(stderr, "redis_cli: cannot start the server under test: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_srv, ITEST_TARGET, srv_flags, "redis_cli") != 0)
 		return -1;
-	}
-	g_up = true;
 	snprintf(g_port, sizeof(g_port), "%d", g_srv.port);
 	return 0;
 }
@@ -45,11 +40,7 @@ static int server_setup(void **state)
 static int server_teardown(void **state)
 {
 	(void)state;
-	if (g_up && itest_server_stop(&g_srv) != 0) {
-		itest_server_log_dump(&g_srv);
-		return -1;
-	}
-	return 0;
+	return itest_fixture_stop(&g_srv, "redis_cli");
 }
 
 /* Run redis-cli -h 127.0.0.1 -p PORT args... (NULL-terminated); return its output (malloc'd). */
@@ -206,12 +197,8 @@ static void test_cli_pipe_mode_loads_ten_thousand_sets(void **state)
 
 int main(void)
 {
-	char *cli = itest_prog_find("redis-cli");
-	if (!cli) {
-		fprintf(stderr, "SKIP: redis-cli is not installed (Debian package redis-tools)\n");
+	if (!itest_prog_present("redis-cli", "redis-tools"))
 		return 77;
-	}
-	free(cli);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli_runs_basic_string_commands),
 		cmocka_unit_test(test_cli_reads_keys_and_ttls),

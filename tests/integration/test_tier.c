@@ -12,9 +12,9 @@
  *
  * Notes:
  *  1. Sizes: --page 64k --memory 512k (8 pages) and 500,000 keys of mixed sizes (8 B to 32 KB,
- *     about 190 B on average: ~100 MB of log, 200 times --memory). Under AddressSanitizer (detected
- *     with __SANITIZE_ADDRESS__ / __has_feature) the suite loads 100,000 keys so that it stays near
- *     a minute on a loaded machine; SPW_TIER_KEYS=N in the environment overrides both.
+ *     about 190 B on average: ~100 MB of log, 200 times --memory). Under AddressSanitizer
+ *     (ITEST_ASAN) the suite loads 100,000 keys so that it stays near a minute on a loaded machine;
+ *     SPW_TIER_KEYS=N in the environment overrides both.
  *  2. Phases, each run by every connection over its own keys (key i belongs to connection
  *     i % TIER_CLIENTS), pipelined TIER_BATCH commands at a time:
  *       load    SET every key (values: see val_make; one key in 12 holds an integer)
@@ -55,21 +55,13 @@
 #define TIER_BATCH 64
 #define TIER_MEMORY_BYTES (512 * 1024)
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TIER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TIER_ASAN 1
-#endif
-#endif
-#ifdef TIER_ASAN
+#ifdef ITEST_ASAN
 #define TIER_KEYS_DEFAULT 100000
 #else
 #define TIER_KEYS_DEFAULT 500000
 #endif
 
 static itest_server g_srv;
-static bool g_up;
 static int g_nkeys;
 
 /* ---------------- the model ---------------- */
@@ -165,9 +157,7 @@ typedef struct tclient {
 	itest_conn conn;
 	pthread_t th;
 	int phase;
-	itest_buf req, exp;             /* a batch of requests and their expected replies, back to back */
-	size_t exp_off[TIER_BATCH * 2 + 2];
-	int nexp;
+	itest_buf req, exp;        /* a batch of requests and their expected replies, back to back */
 	int ncmds;
 	long long sent;            /* commands sent, for messages */
 	char err[1024];
@@ -188,16 +178,17 @@ static void cl_fail(tclient *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Record where the next expected reply starts (call before appending it). */
+/* Count a command of the batch (its request and expected reply are appended after). */
 static void exp_begin(tclient *c)
 {
-	c->exp_off[c->nexp++] = c->exp.len;
 	c->ncmds++;
 }
 
-/* Send the batch and check each reply against the expected bytes. */
+/* Send the batch and check each reply against the expected bytes. A load thread cannot fail the
+ * cmocka test itself: the error goes to c->err for phase_run. */
 static void cl_flush(tclient *c)
 {
+	char err[700];
 	if (!c->ncmds || c->failed)
 		goto out;
 	int rc = itest_conn_send(&c->conn, c->req.p, c->req.len);
@@ -205,32 +196,17 @@ static void cl_flush(tclient *c)
 		cl_fail(c, "client %d: send: %s", c->id, strerror(-rc));
 		goto out;
 	}
-	c->exp_off[c->nexp] = c->exp.len;
-	for (int k = 0; k < c->nexp; k++) {
-		const char *rep;
-		ssize_t n = itest_conn_read_reply(&c->conn, &rep, NULL);
-		const char *want = c->exp.p + c->exp_off[k];
-		size_t wlen = c->exp_off[k + 1] - c->exp_off[k];
-		if (n < 0) {
-			cl_fail(c, "client %d, phase %d, command %lld: no reply: %s", c->id, c->phase,
-			        c->sent + k, strerror((int)-n));
-			goto out;
-		}
-		if ((size_t)n != wlen || memcmp(rep, want, wlen) != 0) {
-			char *got = itest_escape(rep, (size_t)n, 200), *exp = itest_escape(want, wlen, 200);
-			char *req = itest_escape(c->req.p, c->req.len, 300);
-			cl_fail(c, "client %d, phase %d, command %lld of the batch: got \"%s\", want \"%s\" "
-			        "(batch starts \"%s\")", c->id, c->phase, (long long)k, got, exp, req);
-			free(got);
-			free(exp);
-			free(req);
-			goto out;
-		}
+	if (itest_replies_check(&c->conn, c->exp.p, c->exp.len, NULL, err, sizeof(err)) < 0) {
+		char *req = itest_escape(c->req.p, c->req.len, 60);
+		cl_fail(c, "client %d, phase %d, batch after command %lld: %s (batch starts \"%s\")", c->id,
+		        c->phase, c->sent, err, req);
+		free(req);
+		goto out;
 	}
-	c->sent += c->nexp;
+	c->sent += c->ncmds;
 out:
 	c->req.len = c->exp.len = 0;
-	c->nexp = c->ncmds = 0;
+	c->ncmds = 0;
 }
 
 static void cl_maybe_flush(tclient *c)
@@ -387,34 +363,10 @@ static void phase_run(int phase)
 
 /* ---------------- INFO ---------------- */
 
-/* The integer value of "name:" in INFO section, or -1 when absent. */
-static long long info_field(itest_conn *c, const char *section, const char *name)
-{
-	char *r = itest_conn_call(c, "INFO", section, NULL);
-	long long v = -1;
-	size_t nl = strlen(name);
-	assert_non_null(r);
-	for (char *p = r; (p = strstr(p, name)) != NULL; p += nl) {
-		if ((p == r || p[-1] == '\n') && p[nl] == ':') {
-			v = strtoll(p + nl + 1, NULL, 10);
-			break;
-		}
-	}
-	free(r);
-	return v;
-}
-
-/* Bytes the store has read from the device (INFO stats). */
-static long long info_device_read_bytes(itest_conn *c)
-{
-	return info_field(c, "stats", "tier_device_read_bytes");
-}
-
 /* INFO keyspace's db0:keys=N, or -1. */
 static long long info_keys(itest_conn *c)
 {
-	char *r = itest_conn_call(c, "INFO", "keyspace", NULL);
-	assert_non_null(r);
+	char *r = itest_call(c, "INFO", "keyspace", NULL);
 	char *p = strstr(r, "db0:keys=");
 	long long v = p ? strtoll(p + 9, NULL, 10) : -1;
 	free(r);
@@ -434,10 +386,10 @@ static int tier_keys(void)
 /* Exit 77 (SKIP) when the kernel refuses io_uring: ask the device layer itself, as the server would. */
 static void uring_or_skip(void)
 {
-	char dir[] = "/tmp/spw-tier-uring-XXXXXX", err[256] = "", cmd[64];
+	char dir[256], err[256] = "";
 	dev_config cfg;
 	dev *d = NULL;
-	if (!mkdtemp(dir))
+	if (itest_tmpdir_make(dir, sizeof(dir), "spw-tier-uring") != 0)
 		return;
 	dev_config_init(&cfg);
 	cfg.type = "uring";
@@ -445,9 +397,7 @@ static void uring_or_skip(void)
 	int rc = dev_open(&cfg, &d, err, sizeof(err));
 	if (d)
 		dev_close(d);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "tier: could not remove %s\n", dir);
+	itest_tmpdir_remove(dir);
 	if (rc == -ENOSYS || rc == -EPERM || rc == -ENOENT) {
 		fprintf(stderr, "SKIP: io_uring is not available here: %s\n", err);
 		exit(77);
@@ -467,12 +417,8 @@ static int server_setup(void **state)
 		"--index", "16m", NULL,
 	};
 	g_nkeys = tier_keys();
-	int err = itest_spillway_start(&g_srv, flags);
-	if (err) {
-		fprintf(stderr, "tier: cannot start spillway-server: %s\n", strerror(-err));
+	if (itest_fixture_start(&g_srv, ITEST_SPILLWAY, flags, "tier") != 0)
 		return -1;
-	}
-	g_up = true;
 	for (int k = 0; k < TIER_CLIENTS; k++) {
 		memset(&g_cl[k], 0, sizeof(g_cl[k]));
 		g_cl[k].id = k;
@@ -490,15 +436,7 @@ static int server_teardown(void **state)
 		free(g_cl[k].req.p);
 		free(g_cl[k].exp.p);
 	}
-	if (g_up) {
-		int st = itest_server_stop(&g_srv);
-		g_up = false;
-		if (st != 0) {
-			fprintf(stderr, "tier: spillway-server exited with status %d\n", st);
-			return -1;
-		}
-	}
-	return 0;
+	return itest_fixture_stop(&g_srv, "tier");
 }
 
 /* ---------------- the test ---------------- */
@@ -519,9 +457,9 @@ static void test_a_data_set_far_larger_than_memory_is_served_exactly_as_the_mode
 		payload += kl + vl;
 		records += (16 + kl + vl + 7) & ~7ULL;
 	}
-	long long tail = info_field(&ctl, "store", "Log.TailAddress");
-	long long head = info_field(&ctl, "store", "Log.HeadAddress");
-	long long begin = info_field(&ctl, "store", "Log.BeginAddress");
+	long long tail = itest_info_field(&ctl, "store", "Log.TailAddress");
+	long long head = itest_info_field(&ctl, "store", "Log.HeadAddress");
+	long long begin = itest_info_field(&ctl, "store", "Log.BeginAddress");
 	assert_true(tail > 0 && head >= 0 && begin >= 0);
 	if ((unsigned long long)(tail - begin) < payload || (unsigned long long)(tail - begin) > 2 * records + (1 << 20))
 		fail_msg("Log.TailAddress %lld - BeginAddress %lld does not match the %llu bytes of records "
@@ -533,19 +471,14 @@ static void test_a_data_set_far_larger_than_memory_is_served_exactly_as_the_mode
 
 	/* Read everything back: the device read counters grow with the cold keys, by at least half a
 	 * sector each (a read is at least one sector of 512 bytes or more). */
-	long long rb0 = info_device_read_bytes(&ctl);
+	long long rb0 = itest_info_stat(&ctl, "tier_device_read_bytes");
 	phase_run(PH_READ);
-	long long rb1 = info_device_read_bytes(&ctl);
 	long long cold = (long long)((double)g_nkeys * (double)(head - begin) / (double)(tail - begin));
-	if (rb0 < 0 || rb1 < 0)
-		fail_msg("INFO stats has no tier_device_read_bytes");
-	if (rb1 - rb0 < cold * 256)
-		fail_msg("device read bytes grew by %lld over %d GETs of which about %lld were cold, expected "
-		         "at least %lld", rb1 - rb0, g_nkeys, cold, cold * 256);
+	char what[128];
+	snprintf(what, sizeof(what), "%d GETs of which about %lld were cold", g_nkeys, cold);
+	itest_stat_grew(&ctl, "tier_device_read_bytes", rb0, cold * 256, what);
 	/* ... and those GETs waited for the device without blocking the worker: they parked. */
-	if (info_field(&ctl, "stats", "tier_parked_commands") < cold / 2)
-		fail_msg("INFO stats tier_parked_commands is %lld after %lld cold GETs",
-		         info_field(&ctl, "stats", "tier_parked_commands"), cold);
+	itest_stat_grew(&ctl, "tier_parked_commands", 0, cold / 2, what);
 
 	phase_run(PH_MUTATE);
 	phase_run(PH_VERIFY);
@@ -554,10 +487,7 @@ static void test_a_data_set_far_larger_than_memory_is_served_exactly_as_the_mode
 		deleted += i % 6 == 1;
 	assert_int_equal(info_keys(&ctl), g_nkeys - deleted);
 
-	char *pong = itest_conn_call(&ctl, "PING", NULL);
-	assert_non_null(pong);
-	assert_string_equal(pong, "+PONG\r\n");
-	free(pong);
+	itest_expect(&ctl, "+PONG\r\n", "PING", NULL);
 	itest_conn_close(&ctl);
 }
 

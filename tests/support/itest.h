@@ -13,16 +13,36 @@
  *
  * Every wait has a deadline (ITEST_TIMEOUT_MS, generous for sanitizer builds on a loaded machine), so
  * a hung server fails the test instead of hanging ctest. Functions return 0 or a count on success and
- * -errno on failure, like the rest of Spillway.
+ * -errno on failure, like the rest of Spillway, except the checks and fixtures at the end
+ * (itest_check.c), which fail the running cmocka test themselves so that a test reads as a list of
+ * expectations.
  */
 #ifndef SPW_ITEST_H
 #define SPW_ITEST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #define ITEST_TIMEOUT_MS 30000
+
+/* ITEST_ASAN is defined under AddressSanitizer (GCC's __SANITIZE_ADDRESS__, clang's __has_feature):
+ * the suites that load many keys load fewer there, to stay near a minute on a loaded machine. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ITEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ITEST_ASAN 1
+#endif
+#endif
+
+/* A growable byte buffer for building pipelines and expected replies (aborts when memory is out:
+ * a test cannot go on without it). Zero-initialise; free(b.p) when done. */
+typedef struct itest_buf {
+	char *p;
+	size_t len, cap;
+} itest_buf;
 
 /* ---------------- client ---------------- */
 
@@ -51,6 +71,16 @@ ssize_t itest_conn_read_reply(itest_conn *c, const char **reply, char *type);
 /* Send a command and return a malloc'd, NUL-terminated copy of its reply (NULL on any failure). */
 char *itest_conn_call(itest_conn *c, const char *arg0, ...) __attribute__((sentinel));
 char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, const size_t *lens);
+/* The same from a va_list of C strings ending with NULL (for wrappers such as itest_call). */
+char *itest_conn_call_va(itest_conn *c, const char *arg0, va_list ap);
+/*
+ * Read the replies to a pipeline and compare each, in order, with the next of the expected replies
+ * want[0..wlen) (back to back, delimited by the RESP grammar like the replies themselves). got
+ * (may be NULL) gets every reply appended. Returns the count of replies, all matched, or -1 with
+ * err (errlen bytes, may be 0) saying which reply differed, both escaped, or why none came.
+ */
+int itest_replies_check(itest_conn *c, const void *want, size_t wlen, itest_buf *got, char *err,
+                        size_t errlen);
 /*
  * Read until the peer closes: *out (malloc'd, NUL-terminated) gets every byte still unread, *len its
  * length. 0 when the peer closed (EOF or reset), -ETIMEDOUT when it kept the connection open (*out
@@ -109,6 +139,9 @@ int itest_port_pick(void);
 
 /* Find an executable in $PATH (or a path with a '/'). malloc'd path, or NULL when absent. */
 char *itest_prog_find(const char *name);
+/* true when name is in $PATH; otherwise say "SKIP: name is not installed (Debian package
+ * package)" on stderr, for a test program that then exits 77. */
+bool itest_prog_present(const char *name, const char *package);
 /*
  * Run argv[0] (searched in $PATH) with in[0..inlen) as its stdin (then closed), capturing stdout and
  * stderr together into a malloc'd NUL-terminated *out (may be NULL to discard). The child is killed
@@ -119,15 +152,15 @@ int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char *
 
 /* ---------------- helpers ---------------- */
 
+/* A fresh folder under $TMPDIR (or /tmp) named prefix-XXXXXX, its path in buf. 0 or -errno. */
+int itest_tmpdir_make(char *buf, size_t cap, const char *prefix);
+/* Remove a folder and everything in it (no-op for ""). */
+void itest_tmpdir_remove(const char *dir);
+
 /* Escape bytes for a message: \r \n \t \\ \" and \xHH; at most max input bytes, then "...(N more)".
  * malloc'd. */
 char *itest_escape(const void *p, size_t n, size_t max);
-/* A growable byte buffer for building pipelines and expected replies (aborts when memory is out:
- * a test cannot go on without it). Zero-initialise; free(b.p) when done. */
-typedef struct itest_buf {
-	char *p;
-	size_t len, cap;
-} itest_buf;
+/* Append bytes, or printf-formatted text (at most 255 bytes), to an itest_buf (top of this file). */
 void itest_buf_add(itest_buf *b, const void *p, size_t n);
 void itest_buf_fmt(itest_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A RESP bulk string: $n CRLF bytes CRLF. */
@@ -136,5 +169,73 @@ void itest_buf_bulk(itest_buf *b, const void *p, size_t n);
 void itest_sleep_ms(int ms);
 /* Monotonic milliseconds. */
 long long itest_now_ms(void);
+
+/* ---------------- checks: these fail the running cmocka test ---------------- */
+
+/* Each check is a macro over an itest_*_at function that takes the caller's file and line, so that a
+ * failure names the test's line, not this library's. */
+
+/* Compare bytes; on a mismatch print both, escaped, under what, and fail the test. */
+#define itest_bytes_expect(what, got, glen, want, wlen) \
+	itest_bytes_expect_at(__FILE__, __LINE__, what, got, glen, want, wlen)
+/* Send a command (NULL-terminated arguments) and return its reply, malloc'd and NUL-terminated;
+ * fail the test when no whole reply comes. The caller frees it. */
+#define itest_call(c, ...) itest_call_at(__FILE__, __LINE__, c, __VA_ARGS__)
+/* Send a command and fail the test unless its reply is exactly want. */
+#define itest_expect(c, want, ...) itest_expect_at(__FILE__, __LINE__, c, want, __VA_ARGS__)
+/* The same with want the bulk string of value: $len CRLF value CRLF. */
+#define itest_expect_bulk(c, value, ...) itest_expect_bulk_at(__FILE__, __LINE__, c, value, __VA_ARGS__)
+/* The integer after "name:" at the start of a line of INFO section, or -1 when INFO has no such
+ * field. Fails the test when INFO gets no reply. */
+#define itest_info_field(c, section, name) itest_info_field_at(__FILE__, __LINE__, c, section, name)
+/* A counter of INFO stats; fails the test when INFO has no such field (a renamed counter must not
+ * turn a check into a comparison with -1). */
+#define itest_info_stat(c, name) itest_info_stat_at(__FILE__, __LINE__, c, name)
+/* itest_replies_check, failing the test with its message; srv (may be NULL) is the server whose log
+ * is printed then. */
+#define itest_replies_expect(c, srv, want, wlen, got) \
+	itest_replies_expect_at(__FILE__, __LINE__, c, srv, want, wlen, got)
+/*
+ * The proof that a path ran: INFO stats counter name must have grown by at least at_least since
+ * before (read with itest_info_stat); otherwise fail, naming the counter, both values and what was
+ * expected to make it grow. Returns the counter's value now.
+ */
+#define itest_stat_grew(c, name, before, at_least, what) \
+	itest_stat_grew_at(__FILE__, __LINE__, c, name, before, at_least, what)
+
+void itest_bytes_expect_at(const char *file, int line, const char *what, const void *got, size_t glen,
+                           const void *want, size_t wlen);
+char *itest_call_at(const char *file, int line, itest_conn *c, const char *arg0, ...)
+	__attribute__((sentinel));
+void itest_expect_at(const char *file, int line, itest_conn *c, const char *want, const char *arg0, ...)
+	__attribute__((sentinel));
+void itest_expect_bulk_at(const char *file, int line, itest_conn *c, const char *value,
+                          const char *arg0, ...) __attribute__((sentinel));
+void itest_replies_expect_at(const char *file, int line, itest_conn *c, const itest_server *srv,
+                             const void *want, size_t wlen, itest_buf *got);
+long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
+                              const char *name);
+long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name);
+long long itest_stat_grew_at(const char *file, int line, itest_conn *c, const char *name,
+                             long long before, long long at_least, const char *what);
+
+/* ---------------- fixtures: one server for a cmocka group ---------------- */
+
+typedef enum itest_kind {
+	ITEST_SPILLWAY,   /* spillway-server with the flags */
+	ITEST_TARGET,     /* the server under test (itest_target_start: flags for spillway-server) */
+	ITEST_REDIS,      /* redis-server with the flags (redis-server's own) */
+} itest_kind;
+
+/*
+ * A group setup's server: start it; on failure say so on stderr as "who: cannot start ..." and
+ * return -1, a cmocka setup's failure.
+ */
+int itest_fixture_start(itest_server *s, itest_kind kind, const char *const *flags, const char *who);
+/*
+ * A group teardown's server: stop it. 0 when it exits with status 0, or was never started or is
+ * stopped already; otherwise print its exit status and its log and return -1.
+ */
+int itest_fixture_stop(itest_server *s, const char *who);
 
 #endif

@@ -74,6 +74,19 @@ void itest_conn_close(itest_conn *c)
 	c->fd = -1;
 }
 
+/* Wait until c's socket is ready for events or deadline passes (note 2). 0 (ready, or a signal: the
+ * caller retries), -ETIMEDOUT, or -errno. */
+static int conn_wait(itest_conn *c, short events, long long deadline)
+{
+	long long left = deadline - itest_now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	struct pollfd pfd = { c->fd, events, 0 };
+	if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
 int itest_conn_send(itest_conn *c, const void *p, size_t n)
 {
 	const char *s = p;
@@ -91,12 +104,9 @@ int itest_conn_send(itest_conn *c, const void *p, size_t n)
 		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
 		/* The server is not reading: wait for room, within the deadline. */
-		long long left = deadline - itest_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { c->fd, POLLOUT, 0 };
-		if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
+		int err = conn_wait(c, POLLOUT, deadline);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -195,12 +205,9 @@ static int conn_fill(itest_conn *c, long long deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		long long left = deadline - itest_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { c->fd, POLLIN, 0 };
-		if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
+		int err = conn_wait(c, POLLIN, deadline);
+		if (err)
+			return err;
 	}
 }
 
@@ -244,14 +251,69 @@ char *itest_conn_call_argv(itest_conn *c, int argc, const char *const *argv, con
 	return copy;
 }
 
-char *itest_conn_call(itest_conn *c, const char *arg0, ...)
+char *itest_conn_call_va(itest_conn *c, const char *arg0, va_list ap)
 {
 	const char *argv[ITEST_MAX_ARGS];
+	int argc = collect_args(arg0, ap, argv);
+	return itest_conn_call_argv(c, argc, argv, NULL);
+}
+
+char *itest_conn_call(itest_conn *c, const char *arg0, ...)
+{
 	va_list ap;
 	va_start(ap, arg0);
-	int argc = collect_args(arg0, ap, argv);
+	char *r = itest_conn_call_va(c, arg0, ap);
 	va_end(ap);
-	return itest_conn_call_argv(c, argc, argv, NULL);
+	return r;
+}
+
+/* The number of complete replies in want[0..wlen), or -1 when it is not a sequence of them. */
+static int replies_count(const char *want, size_t wlen)
+{
+	int n = 0;
+	for (size_t off = 0; off < wlen; n++) {
+		size_t used;
+		char t;
+		if (resp_reply_skip(want + off, wlen - off, &used, &t) != RESP_OK)
+			return -1;
+		off += used;
+	}
+	return n;
+}
+
+int itest_replies_check(itest_conn *c, const void *want, size_t wlen, itest_buf *got, char *err,
+                        size_t errlen)
+{
+	const char *w = want;
+	int n = replies_count(w, wlen);
+	if (n < 0) {
+		snprintf(err, errlen, "the expected replies are not RESP (a bug in the test)");
+		return -1;
+	}
+	size_t off = 0;
+	for (int k = 0; k < n; k++) {
+		const char *rep;
+		size_t used;
+		char t;
+		resp_reply_skip(w + off, wlen - off, &used, &t);
+		ssize_t len = itest_conn_read_reply(c, &rep, NULL);
+		if (len < 0) {
+			snprintf(err, errlen, "reply %d of %d: %s", k + 1, n, strerror((int)-len));
+			return -1;
+		}
+		if (got)
+			itest_buf_add(got, rep, (size_t)len);
+		if ((size_t)len != used || memcmp(rep, w + off, used) != 0) {
+			char *g = itest_escape(rep, (size_t)len, 200), *e = itest_escape(w + off, used, 200);
+			snprintf(err, errlen, "reply %d of %d: got \"%s\", want \"%s\"", k + 1, n, g ? g : "?",
+			         e ? e : "?");
+			free(g);
+			free(e);
+			return -1;
+		}
+		off += used;
+	}
+	return n;
 }
 
 int itest_conn_wait_closed(itest_conn *c)

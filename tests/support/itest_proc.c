@@ -86,6 +86,17 @@ char *itest_prog_find(const char *name)
 	return NULL;
 }
 
+bool itest_prog_present(const char *name, const char *package)
+{
+	char *path = itest_prog_find(name);
+	if (!path) {
+		fprintf(stderr, "SKIP: %s is not installed (Debian package %s)\n", name, package);
+		return false;
+	}
+	free(path);
+	return true;
+}
+
 int itest_spillway_path(char *buf, size_t cap)
 {
 	const char *bin = getenv("SPW_BIN");
@@ -109,24 +120,35 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return 0;
 }
 
-static void dir_remove(const char *dir)
+void itest_tmpdir_remove(const char *dir)
 {
 	if (dir[0])
 		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A fresh temporary folder for a server: its data and its log. */
-static int server_dir_make(itest_server *s)
+int itest_tmpdir_make(char *buf, size_t cap, const char *prefix)
 {
 	const char *tmp = getenv("TMPDIR");
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
-	snprintf(s->dir, sizeof(s->dir), "%s/spw-itest-XXXXXX", tmp);
-	if (!mkdtemp(s->dir)) {
+	if ((size_t)snprintf(buf, cap, "%s/%s-XXXXXX", tmp, prefix) >= cap) {
+		buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(buf)) {
 		int err = -errno;
-		s->dir[0] = '\0';
+		buf[0] = '\0';
 		return err;
 	}
+	return 0;
+}
+
+/* A fresh temporary folder for a server: its data and its log. */
+static int server_dir_make(itest_server *s)
+{
+	int err = itest_tmpdir_make(s->dir, sizeof(s->dir), "spw-itest");
+	if (err)
+		return err;
 	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
 	return 0;
 }
@@ -235,83 +257,63 @@ static int server_start(itest_server *s, const char *const *argv_tmpl)
 	}
 	itest_server_log_dump(s);
 fail:
-	dir_remove(s->dir);
+	itest_tmpdir_remove(s->dir);
 	s->dir[0] = '\0';
 	s->log[0] = '\0';
 	return err;
 }
 
-/* Zero s, name it and make its folder. */
-static int server_prepare(itest_server *s, const char *name)
+/*
+ * Start exe as s->name: argv is exe, then fixed (NULL-terminated; "%DIR%" stands for the server's
+ * temporary folder, "%PORT%" for its port), then extra (may be NULL).
+ */
+static int server_exec(itest_server *s, const char *name, const char *exe, const char *const *fixed,
+                       const char *const *extra)
 {
+	const char *argv[ITEST_MAX_ARGV + 1];
+	int argc = 0;
+
 	memset(s, 0, sizeof(*s));
 	s->status = -1;
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	return server_dir_make(s);
-}
-
-int itest_spillway_start(itest_server *s, const char *const *extra)
-{
-	char exe[PATH_MAX];
-	const char *argv[ITEST_MAX_ARGV + 1];
-	int argc = 0, err;
-
-	memset(s, 0, sizeof(*s));
-	err = itest_spillway_path(exe, sizeof(exe));
-	if (err)
-		return err;
-	err = server_prepare(s, "spillway-server");
+	int err = server_dir_make(s);
 	if (err)
 		return err;
 	argv[argc++] = exe;
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--port";
-	argv[argc++] = "%PORT%";
-	argv[argc++] = "--dir";
-	argv[argc++] = s->dir;
-	argv[argc++] = "--logdir";
-	argv[argc++] = s->dir;
+	for (int i = 0; fixed[i] && argc < ITEST_MAX_ARGV; i++)
+		argv[argc++] = strcmp(fixed[i], "%DIR%") == 0 ? s->dir : fixed[i];
 	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 	return server_start(s, argv);
 }
 
+int itest_spillway_start(itest_server *s, const char *const *extra)
+{
+	static const char *const fixed[] = {
+		"--bind", "127.0.0.1", "--port", "%PORT%", "--dir", "%DIR%", "--logdir", "%DIR%", NULL,
+	};
+	char exe[PATH_MAX];
+
+	memset(s, 0, sizeof(*s));
+	int err = itest_spillway_path(exe, sizeof(exe));
+	if (err)
+		return err;
+	return server_exec(s, "spillway-server", exe, fixed, extra);
+}
+
 int itest_redis_start(itest_server *s, const char *const *extra)
 {
-	const char *argv[ITEST_MAX_ARGV + 1];
-	int argc = 0, err;
+	static const char *const fixed[] = {
+		"--port", "%PORT%", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--databases", "1", "--daemonize", "no", "--logfile", "", "--dir", "%DIR%", NULL,
+	};
 
 	memset(s, 0, sizeof(*s));
 	char *exe = itest_prog_find("redis-server");
 	if (!exe)
 		return -ENOENT;
-	err = server_prepare(s, "redis-server");
-	if (err)
-		goto out;
-	argv[argc++] = exe;
-	argv[argc++] = "--port";
-	argv[argc++] = "%PORT%";
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--save";
-	argv[argc++] = "";
-	argv[argc++] = "--appendonly";
-	argv[argc++] = "no";
-	argv[argc++] = "--databases";
-	argv[argc++] = "1";
-	argv[argc++] = "--daemonize";
-	argv[argc++] = "no";
-	argv[argc++] = "--logfile";
-	argv[argc++] = "";
-	argv[argc++] = "--dir";
-	argv[argc++] = s->dir;
-	for (int i = 0; extra && extra[i] && argc < ITEST_MAX_ARGV; i++)
-		argv[argc++] = extra[i];
-	argv[argc] = NULL;
-	err = server_start(s, argv);
-out:
+	int err = server_exec(s, "redis-server", exe, fixed, extra);
 	free(exe);
 	return err;
 }
@@ -367,7 +369,7 @@ int itest_server_stop(itest_server *s)
 		rc = s->status;
 	}
 	if (rc == 0) {
-		dir_remove(s->dir);
+		itest_tmpdir_remove(s->dir);
 		s->dir[0] = '\0';
 	} else if (s->dir[0]) {
 		fprintf(stderr, "itest: %s exited with status %d; its files are kept in %s\n", s->name, rc,
@@ -399,31 +401,26 @@ void itest_server_log_dump(const itest_server *s)
 	fclose(fp);
 }
 
-int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
-                   int timeout_ms)
+/* A program run by itest_prog_run: its pid, the write end of its stdin and the read end of its
+ * stdout+stderr (-1 once closed), and what it printed so far. */
+typedef struct prog {
+	pid_t pid;
+	int in, out;
+	char *buf;
+	size_t len, cap;
+} prog;
+
+/* Start argv[0] (searched in $PATH) on two fresh pipes, dying with the test (note 1). 0 or -errno. */
+static int prog_spawn(prog *p, const char *const *argv)
 {
 	int inp[2] = { -1, -1 }, outp[2] = { -1, -1 };
-	char *buf = NULL;
-	size_t len = 0, cap = 0, inoff = 0;
-	int rc = 0;
-	pid_t pid = -1;
-
-	if (out)
-		*out = NULL;
-	if (outlen)
-		*outlen = 0;
-	signal(SIGPIPE, SIG_IGN);   /* a child that closes its stdin early gives EPIPE, not a signal */
-	if (pipe2(inp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
-		rc = -errno;
+	if (pipe2(inp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0)
 		goto fail;
-	}
 	pid_t parent = getpid();
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
+	p->pid = fork();
+	if (p->pid < 0)
 		goto fail;
-	}
-	if (pid == 0) {
+	if (p->pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -437,99 +434,133 @@ int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char *
 	}
 	close(inp[0]);
 	close(outp[1]);
-	inp[0] = outp[1] = -1;
-	fcntl(inp[1], F_SETFL, O_NONBLOCK);
-	if (inlen == 0) {
-		close(inp[1]);
-		inp[1] = -1;
-	}
-
-	long long deadline = itest_now_ms() + timeout_ms;
-	bool out_open = true;
-	while (out_open) {
-		struct pollfd pfd[2];
-		int n = 0;
-		pfd[n++] = (struct pollfd){ outp[0], POLLIN, 0 };
-		if (inp[1] >= 0)
-			pfd[n++] = (struct pollfd){ inp[1], POLLOUT, 0 };
-		long long left = deadline - itest_now_ms();
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			pid = -1;
-			rc = -ETIMEDOUT;
-			goto fail;
-		}
-		if (poll(pfd, (nfds_t)n, (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
-			goto fail;
-		}
-		if (pfd[0].revents) {
-			if (cap - len < 65536) {
-				size_t ncap = cap ? cap * 2 : 65536 * 2;
-				char *nb = realloc(buf, ncap);
-				if (!nb) {
-					rc = -ENOMEM;
-					goto fail;
-				}
-				buf = nb;
-				cap = ncap;
-			}
-			ssize_t r = read(outp[0], buf + len, cap - len - 1);
-			if (r > 0)
-				len += (size_t)r;
-			else if (r == 0 || (errno != EINTR && errno != EAGAIN))
-				out_open = false;
-		}
-		if (n > 1 && pfd[1].revents) {
-			ssize_t w = write(inp[1], (const char *)in + inoff, inlen - inoff);
-			if (w > 0)
-				inoff += (size_t)w;
-			if ((w < 0 && errno != EAGAIN && errno != EINTR) || inoff == inlen) {
-				close(inp[1]);   /* done, or the child closed its stdin (EPIPE) */
-				inp[1] = -1;
-			}
-		}
-	}
-	int st;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			break;
-		if (itest_now_ms() >= deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			pid = -1;
-			rc = -ETIMEDOUT;
-			goto fail;
-		}
-		itest_sleep_ms(5);
-	}
-	pid = -1;
-	rc = status_decode(st);
-	if (!buf)
-		buf = calloc(1, 1);
-	else
-		buf[len] = '\0';
-	if (out) {
-		*out = buf;
-		buf = NULL;
-	}
-	if (outlen)
-		*outlen = len;
-fail:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
+	p->in = inp[1];
+	p->out = outp[0];
+	fcntl(p->in, F_SETFL, O_NONBLOCK);
+	return 0;
+fail:;
+	int err = -errno;
 	for (int i = 0; i < 2; i++) {
 		if (inp[i] >= 0)
 			close(inp[i]);
 		if (outp[i] >= 0)
 			close(outp[i]);
 	}
-	free(buf);
+	return err;
+}
+
+/* Read what the program printed into p->buf (room kept for a NUL). 0, or 1 at EOF. */
+static int prog_read(prog *p)
+{
+	if (p->cap - p->len < 65536) {
+		size_t ncap = p->cap ? p->cap * 2 : 65536 * 2;
+		char *nb = realloc(p->buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		p->buf = nb;
+		p->cap = ncap;
+	}
+	ssize_t r = read(p->out, p->buf + p->len, p->cap - p->len - 1);
+	if (r > 0)
+		p->len += (size_t)r;
+	else if (r == 0 || (errno != EINTR && errno != EAGAIN))
+		return 1;
+	return 0;
+}
+
+/* Feed in[0..inlen) to the program's stdin and read its output until it closes stdout, or
+ * deadline. 0, -ETIMEDOUT or -errno. */
+static int prog_pump(prog *p, const char *in, size_t inlen, long long deadline)
+{
+	size_t off = 0;
+	if (inlen == 0) {
+		close(p->in);
+		p->in = -1;
+	}
+	for (;;) {
+		struct pollfd pfd[2];
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){ p->out, POLLIN, 0 };
+		if (p->in >= 0)
+			pfd[n++] = (struct pollfd){ p->in, POLLOUT, 0 };
+		long long left = deadline - itest_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(pfd, n, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[0].revents) {
+			int rc = prog_read(p);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				return 0;
+		}
+		if (n > 1 && pfd[1].revents) {
+			ssize_t w = write(p->in, in + off, inlen - off);
+			if (w > 0)
+				off += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || off == inlen) {
+				close(p->in);   /* done, or the program closed its stdin (EPIPE) */
+				p->in = -1;
+			}
+		}
+	}
+}
+
+/* Wait for the program to exit, until deadline. Its exit status, or -ETIMEDOUT. */
+static int prog_reap(prog *p, long long deadline)
+{
+	for (;;) {
+		int st;
+		if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+			p->pid = -1;
+			return status_decode(st);
+		}
+		if (itest_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		itest_sleep_ms(5);
+	}
+}
+
+int itest_prog_run(const char *const *argv, const void *in, size_t inlen, char **out, size_t *outlen,
+                   int timeout_ms)
+{
+	prog p = { .pid = -1, .in = -1, .out = -1 };
+	long long deadline = itest_now_ms() + timeout_ms;
+
+	if (out)
+		*out = NULL;
+	if (outlen)
+		*outlen = 0;
+	signal(SIGPIPE, SIG_IGN);   /* a child that closes its stdin early gives EPIPE, not a signal */
+	int rc = prog_spawn(&p, argv);
+	if (rc == 0)
+		rc = prog_pump(&p, in, inlen, deadline);
+	if (rc == 0)
+		rc = prog_reap(&p, deadline);
+	if (rc >= 0) {
+		if (!p.buf)
+			p.buf = calloc(1, 1);
+		else
+			p.buf[p.len] = '\0';
+		if (outlen)
+			*outlen = p.len;
+		if (out) {
+			*out = p.buf;
+			p.buf = NULL;
+		}
+	}
+	if (p.pid > 0) {   /* timed out or failed: it must not outlive the test's wait */
+		kill(p.pid, SIGKILL);
+		waitpid(p.pid, NULL, 0);
+	}
+	if (p.in >= 0)
+		close(p.in);
+	if (p.out >= 0)
+		close(p.out);
+	free(p.buf);
 	return rc;
 }
