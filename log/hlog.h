@@ -129,6 +129,13 @@ int hlog_session_fd(hlog_session *s);
  * still parked means nothing of this session's own will make hlog_session_fd readable (reads held
  * back by the device throttle, a page write on another session): poll again after a short sleep. */
 uint32_t hlog_session_inflight(hlog_session *s);
+/* Whether this session holds device work that only its next hlog_session_poll moves on, and that
+ * will never make hlog_session_fd readable by itself: requests queued since its last submission
+ * (page writes that a page turn inside an operation claimed, reads staged by an operation that did
+ * not go pending), completions the device already holds without a signal (a request finished or
+ * refused at once), or completions left behind by a poll whose reaps all came back full. A caller
+ * about to sleep on the fd polls first. */
+bool hlog_session_unsubmitted(hlog_session *s);
 /* A hint, no effect on the store: start loading k's index bucket into the CPU cache, so that a
  * batch (MGET) can hash every key and have the buckets on their way before the first lookup. */
 void hlog_bucket_prefetch(hlog_session *s, const hlog_key *k);

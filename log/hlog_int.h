@@ -66,6 +66,7 @@ typedef struct tier_session {
 	struct dev_queue *q;               /* NULL until hlog_session_attach (or without a device) */
 	bool closing;                      /* set by readq_queue_close; fetches stop going on */
 	bool unsubmitted;                  /* requests queued since the last dev_submit */
+	bool reap_full;                    /* the last poll ended on a full reap: completions may be left */
 	/* Requests the device refused with -EAGAIN (throttle, queue depth), in order. */
 	readq_io *backlog_head, *backlog_tail;
 	uint32_t backlog;

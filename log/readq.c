@@ -435,6 +435,7 @@ int readq_pump(hlog_session *s)
 	dev_queue *q = s->t.q;
 	int n = 0;
 	for (int round = 0; round < READQ_POLL_ROUNDS; round++) {
+		s->t.reap_full = false;
 		if (s->t.backlog)
 			readq_backlog_run(s);
 		readq_submit(s);
@@ -444,6 +445,9 @@ int readq_pump(hlog_session *s)
 		if (r <= 0)
 			break;
 		n += r;
+		/* A full last round leaves completions whose signal this poll consumed: the next poll
+		 * reaps them (hlog_session_unsubmitted). */
+		s->t.reap_full = r == READQ_REAP_MAX;
 		/* Another round only when this one left work behind: reads the callbacks queued, or a
 		 * full reap. Completions still to come signal the session's fd; reaping again for them
 		 * now would chase them with one system call each. */
@@ -532,4 +536,10 @@ uint32_t hlog_session_inflight(hlog_session *s)
 {
 	/* Staged reads count: the next poll hands them over (as the device counts what it queued). */
 	return s->t.q ? dev_queue_pending(s->t.q) + s->t.nstaged : 0;
+}
+
+bool hlog_session_unsubmitted(hlog_session *s)
+{
+	const tier_session *t = &s->t;
+	return t->q && (t->unsubmitted || t->nstaged || t->reap_full || t->q->ndone);
 }

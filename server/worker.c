@@ -51,10 +51,15 @@
  *     callbacks. A worker sleeps (epoll timeout -1) only when nothing is left to submit and no
  *     client is ready to resume; while clients are parked and the session has nothing in flight
  *     (reads refused by the device's throttle, a flush another session must finish) it sleeps at
- *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost; while
- *     they wait on its own reads it sleeps at most TIER_PARKED_SLEEP_MS: the device's fd normally
- *     wakes it long before, and should a signal ever be missed (one stall of this kind was seen
- *     once under ASan with 4 workers, cause not found), a parked client waits 10 ms, not forever.
+ *     most TIER_TICK_MS instead, so a wake-up that belongs to another thread cannot be lost.
+ *     "Nothing left to submit" is the session's word (hlog_session_unsubmitted), not only
+ *     io_dirty: a command that does not park can queue device work too, above all a SET whose
+ *     page turn claims page writes (log/alloc.c note 7), and one re-run by worker_resume after the
+ *     pass's last poll (or run from pending_flush) leaves them queued. Asleep on them, the worker
+ *     would never submit them, no completion would ever signal, and every client of every worker
+ *     that waits for a frame behind those pages would stall with it (pinned by
+ *     tests/integration/test_tier_quiet.c). A worker whose device fd is not in its epoll set
+ *     (io_fd < 0) ticks while clients are parked.
  *     Completions are reaped only by the worker that queued the reads (its own queue). A poll
  *     that handled completions while clients stay parked is followed by another (a few per pass,
  *     then the next pass does not sleep): the poll refills freed throttle slots from the store's
@@ -78,7 +83,6 @@
 #define SCRATCH_KEEP        (4u << 20)
 #define SHUTDOWN_DRAIN_MS   2000
 #define TIER_TICK_MS        1             /* longest sleep while parked clients wait on others */
-#define TIER_PARKED_SLEEP_MS 10           /* longest sleep while parked clients wait on own reads */
 
 /* The worker running on this thread (NULL elsewhere). */
 static __thread worker *tl_worker;
@@ -226,12 +230,10 @@ static bool worker_has_timed_work(const worker *w)
 static int worker_timeout(worker *w)
 {
 	if (w->tier) {
-		if (w->io_dirty || w->resume_head)
-			return 0;   /* reads to submit or clients to resume: do not sleep (note 6) */
-		if (w->nparked && hlog_session_inflight(w->sess) == 0)
-			return TIER_TICK_MS;
-		if (w->nparked)
-			return TIER_PARKED_SLEEP_MS;   /* the device fd wakes it first; a lost wake-up costs this */
+		if (w->io_dirty || w->resume_head || hlog_session_unsubmitted(w->sess))
+			return 0;   /* IO to submit or reap, or clients to resume: do not sleep (note 6) */
+		if (w->nparked && (w->io_fd < 0 || hlog_session_inflight(w->sess) == 0))
+			return TIER_TICK_MS;   /* nothing of its own will wake it: look again soon */
 	}
 	if (w->stopping)
 		return 50;

@@ -216,6 +216,9 @@ void itest_replies_expect_at(const char *file, int line, itest_conn *c, const it
 long long itest_info_field_at(const char *file, int line, itest_conn *c, const char *section,
                               const char *name);
 long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name);
+/* The integer after "name:" at the start of a line of an INFO reply already read, or -1 (several
+ * fields of one INFO, when they must come from the same moment). */
+long long itest_info_value(const char *reply, const char *name);
 long long itest_stat_grew_at(const char *file, int line, itest_conn *c, const char *name,
                              long long before, long long at_least, const char *what);
 

@@ -122,16 +122,18 @@ long long itest_info_field_at(const char *file, int line, itest_conn *c, const c
                               const char *name)
 {
 	char *r = itest_call_at(file, line, c, "INFO", section, NULL);
-	long long v = -1;
-	size_t nl = strlen(name);
-	for (char *p = r; (p = strstr(p, name)) != NULL; p += nl) {
-		if ((p == r || p[-1] == '\n') && p[nl] == ':') {
-			v = strtoll(p + nl + 1, NULL, 10);
-			break;
-		}
-	}
+	long long v = itest_info_value(r, name);
 	free(r);
 	return v;
+}
+
+long long itest_info_value(const char *reply, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = reply; (p = strstr(p, name)) != NULL; p += nl)
+		if ((p == reply || p[-1] == '\n') && p[nl] == ':')
+			return strtoll(p + nl + 1, NULL, 10);
+	return -1;
 }
 
 long long itest_info_stat_at(const char *file, int line, itest_conn *c, const char *name)

@@ -1,0 +1,121 @@
+/*
+ * test_tier_quiet.c - a worker never goes to sleep on device work it has not handed to the device
+ * (server/worker.c note 6).
+ *
+ * A SET whose page turn claims page writes (log/alloc.c note 7) queues them on its session without
+ * parking. When such a SET was re-run by worker_resume after the pass's last poll, nothing
+ * submitted those writes and the worker slept on its fd: no completion could ever signal it, and
+ * every client (of any worker) waiting for a frame behind those pages waited with it, until the
+ * worker happened to be woken for something else. Seen as a load that hung under ASan with 4
+ * workers; a 10 ms sleep limit on workers with parked clients only hid it on those workers.
+ *
+ * Notes:
+ *  1. Four workers, --memory 512k --page 64k, localmemory with a completion thread (completions
+ *     signal the fd, as on the native backends). Rounds of SETs over 32 connections, each
+ *     connection's few SETs small enough to be read at once: a connection that parks on a frame
+ *     runs the rest of them when it resumes, which is where page turns claim writes unseen.
+ *  2. After each round has been answered whole, the server is left quiet for a moment, then one
+ *     INFO: it is answered before the pass it wakes polls the store, and the other workers are not
+ *     woken at all, so it shows what the workers went to sleep with. Every page write and read the
+ *     store queued must have gone to the device by then: tier_flush_writes + tier_device_reads <=
+ *     tier_ios_submitted (a request across a segment boundary is two pieces, so the right side may
+ *     be larger). Without the fix a run meets such a round early (a claimed page write left
+ *     unsubmitted), or a SET that never gets its reply.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/itest.h"
+
+#define QUIET_CONNS  32
+#define QUIET_ROUNDS 150
+#define QUIET_SETS   2             /* per connection and round: all read at once */
+#define QUIET_VALUE  6000          /* bytes: 32 x 2 x 6000 = 384 KB a round, --memory is 512 KB */
+#define QUIET_IDLE_MS 20
+
+static itest_server g_srv;
+
+static int server_setup(void **state)
+{
+	(void)state;
+	const char *flags[] = {
+		"--storage-tier", "--device-type", "localmemory", "--device-completion-threads", "1",
+		"--threads", "4", "--memory", "512k", "--page", "64k", "--segment", "4m", "--index", "16m",
+		NULL,
+	};
+	return itest_fixture_start(&g_srv, ITEST_SPILLWAY, flags, "tier_quiet");
+}
+
+static int server_teardown(void **state)
+{
+	(void)state;
+	return itest_fixture_stop(&g_srv, "tier_quiet");
+}
+
+static void test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device(void **state)
+{
+	(void)state;
+	itest_conn conns[QUIET_CONNS], ctl;
+	static char val[QUIET_VALUE];
+	char key[64];
+	memset(val, 'v', sizeof(val));
+	for (int k = 0; k < QUIET_CONNS; k++)
+		assert_int_equal(itest_conn_open(&conns[k], g_srv.port), 0);
+	assert_int_equal(itest_conn_open(&ctl, g_srv.port), 0);
+
+	for (int round = 0; round < QUIET_ROUNDS; round++) {
+		for (int k = 0; k < QUIET_CONNS; k++) {
+			itest_buf b = { 0 };
+			for (int i = 0; i < QUIET_SETS; i++) {
+				int kl = snprintf(key, sizeof(key), "quiet:%d:%d:%d", k, round, i);
+				itest_buf_fmt(&b, "*3\r\n$3\r\nSET\r\n");
+				itest_buf_bulk(&b, key, (size_t)kl);
+				itest_buf_bulk(&b, val, sizeof(val));
+			}
+			assert_int_equal(itest_conn_send(&conns[k], b.p, b.len), 0);
+			free(b.p);
+		}
+		for (int k = 0; k < QUIET_CONNS; k++) {
+			for (int i = 0; i < QUIET_SETS; i++) {
+				const char *reply;
+				char type;
+				ssize_t n = itest_conn_read_reply(&conns[k], &reply, &type);
+				if (n < 0)
+					fail_msg("round %d, connection %d, SET %d: no reply (a stall?)", round, k, i);
+				if (type != '+' || n != 5 || memcmp(reply, "+OK\r\n", 5) != 0)
+					fail_msg("round %d, connection %d, SET %d: %s", round, k, i,
+					         itest_escape(reply, (size_t)n, 200));
+			}
+		}
+		itest_sleep_ms(QUIET_IDLE_MS);
+		char *r = itest_call(&ctl, "INFO", "stats", NULL);   /* one INFO: one moment (note 2) */
+		long long writes = itest_info_value(r, "tier_flush_writes");
+		long long reads = itest_info_value(r, "tier_device_reads");
+		long long ios = itest_info_value(r, "tier_ios_submitted");
+		free(r);
+		assert_true(writes >= 0 && reads >= 0 && ios >= 0);
+		if (writes + reads > ios)
+			fail_msg("round %d: the worker went quiet with %lld of %lld page writes and reads queued "
+			         "and never handed to the device (tier_flush_writes %lld + tier_device_reads %lld > "
+			         "tier_ios_submitted %lld)", round, writes + reads - ios, writes + reads, writes,
+			         reads, ios);
+	}
+	for (int k = 0; k < QUIET_CONNS; k++)
+		itest_conn_close(&conns[k]);
+	itest_conn_close(&ctl);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device),
+	};
+	return cmocka_run_group_tests(tests, server_setup, server_teardown);
+}
