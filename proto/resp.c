@@ -1,7 +1,8 @@
 /*
  * resp.c - RESP request parser, reply writer and reply skipper.
  *
- * Sections: number helpers, request parser (multibulk, inline), reply skipper, writer.
+ * Sections: request parser (multibulk, inline), reply skipper, writer. Numbers are parsed and
+ * formatted by common/spw.h (spw_parse_ll is Redis's string2ll, spw_fmt_ll).
  *
  * NOTES ON THE DESIGN OF THE PARSER
  *
@@ -23,7 +24,7 @@
  *  4. Byte compatibility with Redis 7 (src/networking.c processMultibulkBuffer/processInlineBuffer):
  *     the request type is chosen by its first byte; a header line ends at the first '\r' and needs
  *     one more byte, which is not checked to be '\n'; the two bytes after a bulk payload are skipped
- *     unchecked; counts and lengths parse as string2ll; a count <= 0 is an empty request; an inline
+ *     unchecked; counts and lengths parse as string2ll (spw_parse_ll); a count <= 0 is an empty request; an inline
  *     line ends at '\n' with one '\r' before it stripped, and splits as sdssplitargs (a NUL ends the
  *     line's content, as it does for the C string sdssplitargs walks). Error texts are Redis's, with
  *     '\r' and '\n' shown as spaces as addReplyErrorFormat does.
@@ -48,6 +49,7 @@
  *     corrupt and the caller must close the connection.
  */
 #include "proto/resp.h"
+#include "common/spw.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -82,93 +84,6 @@ static const char resp_err_bulk_big[] = "Protocol error: too big bulk count stri
 static const char resp_err_inline_big[] = "Protocol error: too big inline request";
 static const char resp_err_quotes[] = "Protocol error: unbalanced quotes in request";
 static const char resp_err_querybuf[] = "query buffer limit reached";
-
-/* ---------------- number helpers ---------------- */
-
-static const char resp_digits2[] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-	"8081828384858687888990919293949596979899";
-
-static inline unsigned resp_u64_digits(uint64_t v)
-{
-	unsigned n = 1;
-	for (;;) {
-		if (v < 10) return n;
-		if (v < 100) return n + 1;
-		if (v < 1000) return n + 2;
-		if (v < 10000) return n + 3;
-		v /= 10000;
-		n += 4;
-	}
-}
-
-/* Format v in base 10 at dst (no NUL). Returns the length (1..20). */
-static inline size_t resp_fmt_u64(char *dst, uint64_t v)
-{
-	size_t n = resp_u64_digits(v), i = n;
-	while (v >= 100) {
-		unsigned d = (unsigned)(v % 100) * 2;
-		v /= 100;
-		dst[--i] = resp_digits2[d + 1];
-		dst[--i] = resp_digits2[d];
-	}
-	if (v >= 10) {
-		dst[--i] = resp_digits2[v * 2 + 1];
-		dst[--i] = resp_digits2[v * 2];
-	} else {
-		dst[--i] = (char)('0' + v);
-	}
-	return n;
-}
-
-static inline size_t resp_fmt_ll(char *dst, long long v)
-{
-	if (v < 0) {
-		dst[0] = '-';
-		return 1 + resp_fmt_u64(dst + 1, 0ULL - (unsigned long long)v);
-	}
-	return resp_fmt_u64(dst, (uint64_t)v);
-}
-
-/* Exactly Redis's string2ll: optional '-', no '+', no spaces, no leading zeros ("0" itself aside). */
-static bool resp_strict_ll(const char *s, size_t len, long long *out)
-{
-	size_t i = 0;
-	bool neg = false;
-	uint64_t v;
-
-	if (len == 0 || len > 20)
-		return false;
-	if (len == 1 && s[0] == '0') {
-		*out = 0;
-		return true;
-	}
-	if (s[0] == '-') {
-		neg = true;
-		if (++i == len)
-			return false;
-	}
-	if (s[i] < '1' || s[i] > '9')
-		return false;
-	v = (uint64_t)(s[i++] - '0');
-	for (; i < len; i++) {
-		unsigned d = (unsigned)(unsigned char)s[i] - '0';
-		if (d > 9 || v > UINT64_MAX / 10 || v * 10 > UINT64_MAX - d)
-			return false;
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (uint64_t)LLONG_MAX + 1)
-			return false;
-		*out = (long long)(0ULL - v);
-	} else {
-		if (v > (uint64_t)LLONG_MAX)
-			return false;
-		*out = (long long)v;
-	}
-	return true;
-}
 
 /* ---------------- request parser ---------------- */
 
@@ -274,7 +189,7 @@ static int resp_hdr_parse_slow(const char *b, size_t n, size_t pos, char type, l
 		return HDR_MORE;
 	if (b[pos] != type)
 		return HDR_BADTYPE;
-	if (!resp_strict_ll(b + pos + 1, at - pos - 1, v))
+	if (!spw_parse_ll(b + pos + 1, at - pos - 1, v))
 		return HDR_BADNUM;
 	*next = at + 2;
 	return HDR_OK;
@@ -670,7 +585,7 @@ int resp_reply_skip(const char *buf, size_t len, size_t *consumed, char *type)
 		case '+': case '-': case ',': case '(':
 			break;
 		case ':':
-			if (!resp_strict_ll(s, sl, &n))
+			if (!spw_parse_ll(s, sl, &n))
 				return RESP_EPROTO;
 			break;
 		case '_':
@@ -682,7 +597,7 @@ int resp_reply_skip(const char *buf, size_t len, size_t *consumed, char *type)
 				return RESP_EPROTO;
 			break;
 		case '$': case '!': case '=':
-			if (!resp_strict_ll(s, sl, &n))
+			if (!spw_parse_ll(s, sl, &n))
 				return RESP_EPROTO;
 			if (n == -1 && t == '$')
 				break;   /* RESP2 null bulk */
@@ -695,7 +610,7 @@ int resp_reply_skip(const char *buf, size_t len, size_t *consumed, char *type)
 			next += (size_t)n + 2;
 			break;
 		case '*': case '~': case '>': case '%': case '|':
-			if (!resp_strict_ll(s, sl, &n))
+			if (!spw_parse_ll(s, sl, &n))
 				return RESP_EPROTO;
 			if (n == -1 && t != '|')
 				break;   /* RESP2 null array */
@@ -853,7 +768,7 @@ static inline size_t resp_fmt_line(char *d, char prefix, const resp_hdr *tbl, lo
 		return tbl[v].len;
 	}
 	d[0] = prefix;
-	size_t n = 1 + resp_fmt_ll(d + 1, v);
+	size_t n = 1 + spw_fmt_ll(d + 1, v);
 	d[n] = '\r';
 	d[n + 1] = '\n';
 	return n + 2;
@@ -998,7 +913,7 @@ void resp_write_bulk_cstr(resp_out *o, const char *s)
 void resp_write_bulk_ll(resp_out *o, long long v)
 {
 	char buf[24];
-	resp_write_bulk(o, buf, resp_fmt_ll(buf, v));
+	resp_write_bulk(o, buf, spw_fmt_ll(buf, v));
 }
 
 char *resp_write_bulk_fill(resp_out *o, size_t len)
