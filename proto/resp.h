@@ -15,6 +15,9 @@
  * Writer: replies are appended to a resp_out, a chain of chunks the caller supplies through an
  * allocator callback (the server hands chunks from a per-thread pool: no malloc per reply). The
  * writer encodes for the connection's protocol version (2 or 3).
+ *
+ * Files: resp_parse.c (the request parser), resp_write.c (the reply writer and the reply skipper).
+ * Numbers are formatted and parsed by common/spw.h's spw_fmt_ll and spw_parse_ll (Redis's string2ll).
  */
 #ifndef SPW_RESP_H
 #define SPW_RESP_H
@@ -46,9 +49,9 @@ typedef struct resp_limits {
 	uint64_t max_querybuf;   /* client-query-buffer-limit: bytes of one pending request */
 } resp_limits;
 
-/* Parser state: lives in the connection. Fields are private to resp.c. */
+/* Parser state: lives in the connection. Fields are private to resp_parse.c. */
 typedef struct resp_parser {
-	int state;               /* RESP_ST_* in resp.c */
+	int state;               /* RESP_ST_* in resp_parse.c */
 	int is_inline;
 	long long multibulk;     /* args announced by '*' */
 	long long bulk;          /* length announced by '$' of the argument in progress, -1 none */

@@ -163,7 +163,7 @@ server_state g_srv;
 #define MAX_EVENTS          256
 #define WRITE_IOV           256
 #define WRITEVS_PER_FLUSH   4
-#define CHUNK_CAP           16384u        /* payload of a pooled chunk: what resp.c asks for at least */
+#define CHUNK_CAP           16384u        /* payload of a pooled chunk: what resp_write.c asks for at least */
 #define CHUNK_BYTES         (sizeof(resp_chunk) + CHUNK_CAP)
 #define CHUNK_POOL_MAX      1024          /* 16 MiB of idle chunks per worker at most */
 #define SCRATCH_KEEP        (4u << 20)
