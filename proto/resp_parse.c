@@ -23,7 +23,8 @@
  *     one more byte, which is not checked to be '\n'; the two bytes after a bulk payload are skipped
  *     unchecked; counts and lengths parse as string2ll (spw_parse_ll); a count <= 0 is an empty
  *     request; an inline line ends at '\n' with one '\r' before it stripped, and splits as
- *     sdssplitargs (a NUL ends the line's content, as it does for the C string sdssplitargs walks). Error texts are Redis's, with '\r' and '\n' shown as spaces as
+ *     sdssplitargs (resp_args_split, resp_split.c; a NUL ends the line's content, as it does for the
+ *     C string sdssplitargs walks). Error texts are Redis's, with '\r' and '\n' shown as spaces as
  *     addReplyErrorFormat does.
  *  5. "too big" limits are applied to a line's length, not to how the bytes happened to arrive:
  *     Redis checks the unparsed bytes after each read of at most 16 KiB, so a line longer than
@@ -303,21 +304,10 @@ incomplete:
 
 /* ---------------- inline requests ---------------- */
 
-static inline bool resp_is_space(char c)   /* isspace() in the C locale */
+/* resp_args_split's callback: one argument of an inline request into p->argv. -ENOMEM or 0. */
+static int resp_inline_add(void *ctx, const char *s, size_t len)
 {
-	return c == ' ' || (c >= '\t' && c <= '\r');
-}
-
-static inline int resp_hex_val(char c)
-{
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
-static int resp_inline_add(resp_parser *p, const char *s, size_t len)
-{
+	resp_parser *p = ctx;
 	if (SPW_UNLIKELY(p->argc == p->argv_cap) && resp_parser_grow(p) < 0)
 		return -ENOMEM;
 	p->argv[p->argc].ptr = s;
@@ -326,123 +316,12 @@ static int resp_inline_add(resp_parser *p, const char *s, size_t len)
 	return 0;
 }
 
-/*
- * Split the inline line [s, e) into p->argv with sdssplitargs's rules. Plain tokens are slices of
- * the line; a token with quotes is unescaped into p->inline_buf, which is sized to the line first so
- * that it never moves while slices point into it. Returns 0, RESP_EPROTO (unbalanced quotes) or
- * -ENOMEM.
- */
-static int resp_inline_split(resp_parser *p, const char *s, const char *e)
-{
-	/* at(): the byte at q, or NUL past the end, as sdssplitargs sees its C string. */
-#define at(q) ((q) < e ? *(q) : '\0')
-	const char *q = s;
-	char *o = NULL;
-
-	for (;;) {
-		while (q < e && resp_is_space(*q))
-			q++;
-		if (q >= e)
-			return 0;
-
-		const char *tok = q;
-		while (q < e && *q != ' ' && *q != '\t' && *q != '\r' && *q != '\n' && *q != '"' &&
-		       *q != '\'')
-			q++;
-		if (q >= e || (*q != '"' && *q != '\'')) {
-			if (resp_inline_add(p, tok, (size_t)(q - tok)) < 0)
-				return -ENOMEM;
-			if (q < e)
-				q++;   /* the separator */
-			continue;
-		}
-
-		/* A quote: rebuild the token in inline_buf, where unescaped bytes never outgrow the line. */
-		if (!o) {
-			size_t need = (size_t)(e - s);
-			if (need > p->inline_cap) {
-				char *nb = realloc(p->inline_buf, need);
-				if (!nb)
-					return -ENOMEM;
-				p->inline_buf = nb;
-				p->inline_cap = need;
-			}
-			o = p->inline_buf;
-		}
-		char *start = o;
-		memcpy(o, tok, (size_t)(q - tok));
-		o += q - tok;
-		bool inq = false, insq = false, done = false;
-		while (!done) {
-			char c = at(q);
-			if (inq) {
-				if (c == '\\' && at(q + 1) == 'x' && resp_hex_val(at(q + 2)) >= 0 &&
-				    resp_hex_val(at(q + 3)) >= 0) {
-					*o++ = (char)(resp_hex_val(q[2]) * 16 + resp_hex_val(q[3]));
-					q += 4;
-				} else if (c == '\\' && at(q + 1)) {
-					switch (q[1]) {
-					case 'n': *o++ = '\n'; break;
-					case 'r': *o++ = '\r'; break;
-					case 't': *o++ = '\t'; break;
-					case 'b': *o++ = '\b'; break;
-					case 'a': *o++ = '\a'; break;
-					default: *o++ = q[1]; break;
-					}
-					q += 2;
-				} else if (c == '"') {
-					/* The closing quote must be followed by a space or nothing at all. */
-					if (at(q + 1) && !resp_is_space(at(q + 1)))
-						return RESP_EPROTO;
-					done = true;
-					q++;
-				} else if (!c) {
-					return RESP_EPROTO;
-				} else {
-					*o++ = c;
-					q++;
-				}
-			} else if (insq) {
-				if (c == '\\' && at(q + 1) == '\'') {
-					*o++ = '\'';
-					q += 2;
-				} else if (c == '\'') {
-					if (at(q + 1) && !resp_is_space(at(q + 1)))
-						return RESP_EPROTO;
-					done = true;
-					q++;
-				} else if (!c) {
-					return RESP_EPROTO;
-				} else {
-					*o++ = c;
-					q++;
-				}
-			} else {
-				switch (c) {
-				case ' ': case '\n': case '\r': case '\t': case '\0':
-					done = true;
-					break;
-				case '"': inq = true; break;
-				case '\'': insq = true; break;
-				default: *o++ = c; break;
-				}
-				if (c)
-					q++;
-			}
-		}
-		if (resp_inline_add(p, start, (size_t)(o - start)) < 0)
-			return -ENOMEM;
-	}
-#undef at
-}
-
 /* Inline request starting at b[0]; n bytes available. Same results as resp_parse_multibulk. */
 static int resp_parse_inline(resp_parser *p, const char *b, size_t n, size_t *used /* out */,
                              resp_request *req /* out */)
 {
 	const char *nl;
 	size_t line, content;
-	const char *nul;
 	int rc;
 
 	if (SPW_UNLIKELY(p->scan > n))
@@ -461,13 +340,12 @@ static int resp_parse_inline(resp_parser *p, const char *b, size_t n, size_t *us
 	content = line;
 	if (content > 0 && b[content - 1] == '\r')
 		content--;
-	nul = memchr(b, '\0', content);
-	if (nul)
-		content = (size_t)(nul - b);
 
+	/* Plain arguments are slices of the line; quoted ones are unescaped into p->inline_buf, which
+	 * the splitter sizes to the line before the first one, so it never moves under the slices. */
 	p->argc = 0;
-	rc = resp_inline_split(p, b, b + content);
-	if (rc == RESP_EPROTO)
+	rc = resp_args_split(b, content, &p->inline_buf, &p->inline_cap, resp_inline_add, p);
+	if (rc == -EINVAL)
 		return resp_parser_fail(p, resp_err_quotes);
 	if (rc < 0)
 		return rc;

@@ -409,84 +409,40 @@ void config_defaults(void)
 
 /* ---------------- the config file ---------------- */
 
-static int hexval(int c)
+/* resp_args_split's callback for config_line_split: one word, NUL-terminated, into the output. */
+typedef struct config_words {
+	char *out;                   /* where the next word goes */
+	char **words;
+	int n, max;
+} config_words;
+
+static int config_word_add(void *ctx, const char *w, size_t len)
 {
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
+	config_words *cw = ctx;
+	if (cw->n == cw->max)
+		return -E2BIG;
+	memcpy(cw->out, w, len);
+	cw->out[len] = '\0';
+	cw->words[cw->n++] = cw->out;
+	cw->out += len + 1;
+	return 0;
 }
 
 /*
- * Split a config line into words as Redis's sdssplitargs: blanks separate, "double quotes" know
- * \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'. Words are written NUL-terminated into
- * out (same size as the line + 1). Returns the word count, or -EINVAL on unbalanced quotes.
+ * Split a config line into words as Redis's sdssplitargs (resp_args_split, proto/resp_split.c):
+ * blanks separate, "double quotes" know \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'.
+ * Words are written NUL-terminated into out (same size as the line + 1: a word and its NUL never
+ * take more bytes than the word and the blank or quotes around it took in the line). Returns the
+ * word count, or < 0 on unbalanced quotes (or more than maxwords words).
  */
 static int config_line_split(const char *line, char *out, char **words, int maxwords)
 {
-	const char *p = line;
-	char *o = out;
-	int n = 0;
-	for (;;) {
-		while (*p && isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			return n;
-		if (n == maxwords)
-			return -E2BIG;
-		words[n++] = o;
-		bool inq = false, insq = false, done = false;
-		while (!done) {
-			if (inq) {
-				if (p[0] == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
-					*o++ = (char)(hexval(p[2]) * 16 + hexval(p[3]));
-					p += 3;
-				} else if (p[0] == '\\' && p[1]) {
-					p++;
-					switch (*p) {
-					case 'n': *o++ = '\n'; break;
-					case 'r': *o++ = '\r'; break;
-					case 't': *o++ = '\t'; break;
-					case 'b': *o++ = '\b'; break;
-					case 'a': *o++ = '\a'; break;
-					default: *o++ = *p; break;
-					}
-				} else if (*p == '"') {
-					/* the closing quote must be followed by a blank or the end */
-					if (p[1] && !isspace((unsigned char)p[1]))
-						return -EINVAL;
-					done = true;
-				} else if (!*p) {
-					return -EINVAL;
-				} else {
-					*o++ = *p;
-				}
-			} else if (insq) {
-				if (p[0] == '\\' && p[1] == '\'') {
-					p++;
-					*o++ = '\'';
-				} else if (*p == '\'') {
-					if (p[1] && !isspace((unsigned char)p[1]))
-						return -EINVAL;
-					done = true;
-				} else if (!*p) {
-					return -EINVAL;
-				} else {
-					*o++ = *p;
-				}
-			} else {
-				switch (*p) {
-				case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
-				case '"': inq = true; break;
-				case '\'': insq = true; break;
-				default: *o++ = *p; break;
-				}
-			}
-			if (*p)
-				p++;
-		}
-		*o++ = '\0';
-	}
+	config_words cw = { .out = out, .words = words, .n = 0, .max = maxwords };
+	char *scratch = NULL;
+	size_t cap = 0;
+	int n = resp_args_split(line, strlen(line), &scratch, &cap, config_word_add, &cw);
+	free(scratch);
+	return n;
 }
 
 /* Apply one option given as words[0] = name, words[1..n) = value words. err gets a message. */
