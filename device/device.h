@@ -290,12 +290,19 @@ int dev_fault_set(dev *d, const dev_fault_spec *spec);
 /* IOs the wrapper has failed, shortened or torn since it was opened. */
 uint64_t dev_fault_hits(dev *d);
 /*
- * Parse the text form of a spec (for a config option or CONFIG SET): words separated by spaces or
- * commas, e.g. "error nth=3 err=EIO sticky ops=write", "short-read nth=1", "torn-write tear=2",
- * "none". Kinds: none, error, short-read, torn-write; nth=N (default 1); err=EIO|ENOSPC|EROFS|
- * EAGAIN|<errno number> (default EIO); sticky or once (default); ops=read|write|flush joined by '|';
- * tear=<sectors>. 0 or -EINVAL (out untouched).
+ * Parse the text form of a spec: the one grammar of --device-fault, CONFIG SET device-fault and the
+ * tests. Words separated by spaces, commas or tabs, without case; a later word overrides an earlier:
+ *   kind:   error (the default), eio / enospc (error with that errno), short-read or short,
+ *           torn-write or torn, none or off (disarm)
+ *   which:  read or reads (the default), write or writes, any (reads and writes),
+ *           ops=read|write|flush (any joined with '|')
+ *   when:   N or nth=N (the Nth matching IO; default 1), once (the default) or sticky
+ *   detail: err=EIO|ENOSPC|EROFS|EAGAIN|<errno number> (default EIO), tear=<sectors> (torn writes)
+ * e.g. "read 1", "write 3 sticky enospc", "error nth=3 err=ENOSPC ops=write|flush", "torn-write
+ * ops=write tear=2". No word at all ("") disarms. A short read fires on reads and a torn write on
+ * writes only, so "torn" needs "write". 0, or -EINVAL with why (if not NULL) naming the word it
+ * refused; *out is untouched then.
  */
-int dev_fault_spec_parse(const char *text, dev_fault_spec *out /* out */);
+int dev_fault_spec_parse(const char *text, dev_fault_spec *out /* out */, char *why, size_t whylen);
 
 #endif

@@ -291,7 +291,7 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		}
 		memcpy(text, v, n);
 		text[n] = '\0';
-		if (config_device_fault_parse(text, &spec, err, errlen) < 0)
+		if (dev_fault_spec_parse(text, &spec, err, errlen) < 0)   /* device.h has the grammar */
 			return -EINVAL;
 		/* Running: only a fault device can be armed. At start-up server_main checks it. */
 		if (g_srv.dev && !(g_srv.dev->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
@@ -305,55 +305,6 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
-}
-
-int config_device_fault_parse(const char *spec, dev_fault_spec *out, char *why, size_t whylen)
-{
-	char copy[256], *save = NULL;
-	bool any = false;
-
-	memset(out, 0, sizeof(*out));
-	snprintf(copy, sizeof(copy), "%s", spec);
-	out->kind = DEV_FAULT_ERROR;
-	out->err = -EIO;
-	out->nth = 1;
-	out->ops = 1u << DEV_OP_READ;
-	for (char *w = strtok_r(copy, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
-		long long nth;
-		any = true;
-		if (!strcasecmp(w, "off") || !strcasecmp(w, "none")) {
-			out->kind = DEV_FAULT_NONE;
-		} else if (!strcasecmp(w, "read") || !strcasecmp(w, "reads")) {
-			out->ops = 1u << DEV_OP_READ;
-		} else if (!strcasecmp(w, "write") || !strcasecmp(w, "writes")) {
-			out->ops = 1u << DEV_OP_WRITE;
-		} else if (!strcasecmp(w, "any")) {
-			out->ops = 0;
-		} else if (!strcasecmp(w, "once")) {
-			out->sticky = false;
-		} else if (!strcasecmp(w, "sticky")) {
-			out->sticky = true;
-		} else if (!strcasecmp(w, "eio")) {
-			out->kind = DEV_FAULT_ERROR;
-			out->err = -EIO;
-		} else if (!strcasecmp(w, "enospc")) {
-			out->kind = DEV_FAULT_ERROR;
-			out->err = -ENOSPC;
-		} else if (!strcasecmp(w, "short")) {
-			out->kind = DEV_FAULT_SHORT_READ;
-		} else if (!strcasecmp(w, "torn")) {
-			out->kind = DEV_FAULT_TORN_WRITE;
-		} else if (spw_parse_ll(w, strlen(w), &nth) && nth >= 1) {
-			out->nth = (uint64_t)nth;
-		} else {
-			snprintf(why, whylen, "'%s' is not one of read, write, any, a count >= 1, once, sticky, "
-			         "eio, enospc, short, torn, off", w);
-			return -EINVAL;
-		}
-	}
-	if (!any)
-		out->kind = DEV_FAULT_NONE;
-	return 0;
 }
 
 /* Format an option's current value as CONFIG GET shows it. Returns buf. */

@@ -1659,7 +1659,7 @@ void server_device_fault_apply(void)
 	char why[256];
 	if (!g_srv.dev || !(g_srv.dev->caps & DEV_CAP_FAULT))
 		return;
-	if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
+	if (dev_fault_spec_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
 		return;   /* checked when it was set */
 	int rc = dev_fault_set(g_srv.dev, &spec);
 	spw_log(SPW_LOG_NOTICE, rc, "Device fault injector %s: '%s'", rc ? "refused" : "armed",
@@ -1722,7 +1722,7 @@ int server_main(int argc, char **argv)
 			return 1;
 		dev_fault_spec spec;
 		char why[256];
-		if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) == 0 &&
+		if (dev_fault_spec_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) == 0 &&
 		    spec.kind != DEV_FAULT_NONE && !(g_srv.dev->caps & DEV_CAP_FAULT)) {
 			fprintf(stderr, "spillway: bad value for --device-fault '%s': the device is not a fault "
 			        "injector (use --device-type fault:<type>)\n", g_cfg.device_fault_spec);
