@@ -33,9 +33,10 @@ typedef struct dev_segtab {
 	/* Release a handle (h > 0) and, with destroy, delete the segment's data (h may be 0). */
 	int (*release)(dev *d, uint64_t seg, int64_t h, bool destroy);
 	/* Files only. */
-	int dirfd;                          /* <dir>/Store, or -1 */
+	int dirfd;                          /* cfg.dir, or -1 */
 	int oflags;                         /* O_DIRECT or 0 */
-	char *dir;                          /* <dir>/Store path, for messages */
+	char *dir;                          /* cfg.dir, for messages */
+	char *prefix;                       /* cfg.prefix: segment n is <dir>/<prefix><n> */
 	bool prealloc_warned;
 } dev_segtab;
 
@@ -70,8 +71,8 @@ int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, c
                   char *err, size_t errlen);
 void dev_base_fini(dev *d);
 
-/* For file backends after dev_base_init: create <dir>/Store, probe O_DIRECT (direct) and the sector
- * size, and find existing segments. -EOPNOTSUPP when O_DIRECT is refused. */
+/* For file backends after dev_base_init: create cfg.dir, probe O_DIRECT (direct) and the sector
+ * size, and find existing segments (<prefix><n>). -EOPNOTSUPP when O_DIRECT is refused. */
 int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen);
 /* fdatasync every open segment file. */
 int dev_files_sync(dev *d);

@@ -1590,7 +1590,7 @@ static int tier_open(dev **out)
 	const char *dir = g_cfg.logdir[0] ? g_cfg.logdir : g_cfg.dir;
 	const char *flag = g_cfg.logdir[0] ? "--logdir" : "--dir (the default --logdir)";
 	const char *base = "native", *io = NULL;
-	char type[64], err[512] = "";
+	char type[64], err[512] = "", store[sizeof(g_cfg.logdir) + 8];
 	struct stat st;
 	dev_config dc;
 	dev *d = NULL;
@@ -1622,7 +1622,9 @@ static int tier_open(dev **out)
 	dev_config_init(&dc);
 	dc.type = type;
 	dc.io_backend = io;
-	dc.dir = dir;
+	snprintf(store, sizeof(store), "%s/Store", dir);   /* the log's segments: <logdir>/Store/hlog.<n> */
+	dc.dir = store;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = g_cfg.segment_bytes;
 	if (g_cfg.device_throttle_limit > 0) {
 		dc.throttle_limit = (uint32_t)g_cfg.device_throttle_limit;

@@ -87,6 +87,7 @@ static void sg_open(sg_env *e, bool no_merge, uint32_t throttle)
 	dev_config_init(&dc);
 	dc.type = SG_TYPE;
 	dc.dir = e->dir;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = 1u << 20;
 	dc.allow_fallback = true;
 	if (throttle)
@@ -505,6 +506,7 @@ static bool sg_backend_available(void)
 	dev_config_init(&dc);
 	dc.type = SG_TYPE;
 	dc.dir = dir;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = 1u << 20;
 	dc.allow_fallback = true;
 	dev *d;

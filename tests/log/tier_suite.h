@@ -79,6 +79,7 @@ static void tenv_open(tenv *e, uint64_t pages, uint64_t page, uint64_t index_byt
 	dev_config_init(&dc);
 	dc.type = TIER_TYPE;
 	dc.dir = e->dir;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = 1 * MIB;
 	dc.allow_fallback = true;
 	int rc = dev_open(&dc, &e->d, err, sizeof(err));
@@ -111,6 +112,7 @@ static bool tier_backend_available(void)
 	dev_config_init(&dc);
 	dc.type = TIER_TYPE;
 	dc.dir = e.dir;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = 1 * MIB;
 	dc.allow_fallback = true;
 	int rc = dev_open(&dc, &e.d, err, sizeof(err));
