@@ -49,16 +49,9 @@ static void uring_refusal(int rc, char *err, size_t errlen)
 	            "--device-io-backend libaio or allow the fallback", strerror(-rc), extra);
 }
 
-static void uring_close(dev *d)
-{
-	dev_base_fini(d);
-	free(d);
-}
-
 int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 {
 	struct io_uring probe;
-	dev *d = NULL;
 	int rc;
 
 	/* Ask the kernel for a tiny ring first: a refusal is reported as such, with the reason. */
@@ -68,27 +61,9 @@ int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 		return rc == -EINVAL ? -ENOSYS : rc;
 	}
 	io_uring_queue_exit(&probe);
-
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		rc = -ENOMEM;
-		dev_err_set(err, errlen, "out of memory");
-		goto fail;
-	}
-	rc = dev_base_init(d, &uring_ops, "uring",
-	                   DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, cfg,
-	                   err, errlen);
-	if (rc)
-		goto fail;
-	rc = dev_files_setup(d, cfg, true, err, errlen);
-	if (rc)
-		goto fail;
-	*out = d;
-	return 0;
-fail:
-	if (d)
-		uring_close(d);
-	return rc;
+	return dev_files_open(&uring_ops, "uring",
+	                      DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, true, cfg,
+	                      out, err, errlen);
 }
 
 /* ---- queue open/close ----------------------------------------------------------------------- */
@@ -345,13 +320,8 @@ static int uring_queue_fd(dev_queue *bq)
 	return fd;
 }
 
-static int uring_sync(dev *d)
-{
-	return dev_files_sync(d);
-}
-
 static const dev_ops uring_ops = {
-	.close = uring_close,
+	.close = dev_files_close,
 	.queue_open = uring_queue_open,
 	.queue_close = uring_queue_close,
 	.enqueue = uring_enqueue,
@@ -360,7 +330,7 @@ static const dev_ops uring_ops = {
 	.wait = uring_wait,
 	.queue_fd = uring_queue_fd,
 	.segment_remove = dev_seg_remove,
-	.sync = uring_sync,
+	.sync = dev_files_sync,
 };
 
 #endif /* SPW_WITH_URING */

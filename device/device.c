@@ -327,21 +327,33 @@ static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
 	return &c[seg & (DEV_SEG_CHUNK - 1)];
 }
 
+/* Take the table lock and find seg's entry: 0 with *slot and the lock held, or -EINVAL (out of
+ * range) / -ENOMEM without it. */
+static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
+{
+	dev_segtab *t = d->segs;
+	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	*slot = dev_seg_slot(t, seg);
+	if (!*slot) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
+	_Atomic int64_t *slot;
 	int rc;
 
-	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
-		return -EINVAL;
 	if (seg < atomic_load_explicit(&t->begin, memory_order_acquire))
 		return -ENOENT;
-	pthread_mutex_lock(&t->lock);
-	_Atomic int64_t *slot = dev_seg_slot(t, seg);
-	if (!slot) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	rc = dev_seg_lock(d, seg, &slot);
+	if (rc)
+		return rc;
 	int64_t v = atomic_load_explicit(slot, memory_order_relaxed);
 	if (v > 0) {
 		*h = v;
@@ -371,21 +383,13 @@ out:
 
 int dev_seg_remove(dev *d, uint64_t seg)
 {
-	dev_segtab *t = d->segs;
-	int rc;
-
-	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
-		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	_Atomic int64_t *slot = dev_seg_slot(t, seg);
-	if (!slot) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	_Atomic int64_t *slot;
+	int rc = dev_seg_lock(d, seg, &slot);
+	if (rc)
+		return rc;
 	int64_t v = atomic_exchange(slot, DEV_SEG_REMOVED);
-	rc = t->release(d, seg, v > 0 ? v : 0, true);
-out:
-	pthread_mutex_unlock(&t->lock);
+	rc = d->segs->release(d, seg, v > 0 ? v : 0, true);
+	pthread_mutex_unlock(&d->segs->lock);
 	return rc;
 }
 
@@ -646,7 +650,7 @@ static int dev_files_names(dev_segtab *t, const dev_config *cfg, char *err, size
 	return 0;
 }
 
-int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen)
+static int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen)
 {
 	dev_segtab *t = d->segs;
 	int rc;
@@ -667,6 +671,33 @@ int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_
 	if (rc)
 		return rc;
 	dev_files_scan(d);
+	return 0;
+}
+
+void dev_files_close(dev *d)
+{
+	dev_base_fini(d);
+	free(d);
+}
+
+int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool direct,
+                   const dev_config *cfg, dev **out, char *err, size_t errlen)
+{
+	dev *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d) {
+		dev_err_set(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = dev_base_init(d, ops, name, caps, cfg, err, errlen);
+	if (rc == 0)
+		rc = dev_files_setup(d, cfg, direct, err, errlen);
+	if (rc) {
+		dev_files_close(d);
+		return rc;
+	}
+	*out = d;
 	return 0;
 }
 
