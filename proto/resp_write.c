@@ -74,6 +74,20 @@ fail:
 	return NULL;
 }
 
+/* Copy as much of [*src, *src + *n) as the tail's free space takes; both advance past it. */
+static inline void resp_out_fill_tail(resp_out *o, const char **src, size_t *n)
+{
+	resp_chunk *t = o->tail;
+	size_t k = t->cap - t->len;
+	if (k > *n)
+		k = *n;
+	memcpy(t->data + t->len, *src, k);
+	t->len += (uint32_t)k;
+	o->bytes += k;
+	*src += k;
+	*n -= k;
+}
+
 void resp_out_append(resp_out *o, const void *p, size_t n)
 {
 	resp_chunk *t = o->tail;
@@ -83,14 +97,7 @@ void resp_out_append(resp_out *o, const void *p, size_t n)
 	if (n == 0 || o->oom)
 		return;
 	if (t && t->cap > t->len) {
-		size_t k = t->cap - t->len;
-		if (k > n)
-			k = n;
-		memcpy(t->data + t->len, src, k);
-		t->len += (uint32_t)k;
-		o->bytes += k;
-		src += k;
-		n -= k;
+		resp_out_fill_tail(o, &src, &n);
 		if (n == 0)
 			return;
 	}
@@ -110,16 +117,8 @@ static void resp_out_append_crlf(resp_out *o, const char *src, size_t n)
 
 	if (o->oom)
 		return;
-	if (t && t->cap > t->len && t->cap - t->len < n + 2) {
-		size_t k = t->cap - t->len;
-		if (k > n)
-			k = n;
-		memcpy(t->data + t->len, src, k);
-		t->len += (uint32_t)k;
-		o->bytes += k;
-		src += k;
-		n -= k;
-	}
+	if (t && t->cap > t->len && t->cap - t->len < n + 2)
+		resp_out_fill_tail(o, &src, &n);
 	d = resp_out_reserve(o, n + 2);
 	if (!d)
 		return;
