@@ -286,7 +286,12 @@ int dev_segtab_open(dev *d)
 	return 0;
 }
 
-void dev_segtab_close(dev *d)
+/* A visitor of dev_segtab_each_open: segment seg has the open handle h. Nonzero stops the walk. */
+typedef int (*dev_seg_open_fn)(dev *d, uint64_t seg, int64_t h, void *ctx);
+
+/* Call fn for every open handle in the table, in segment order; returns fn's first nonzero result,
+ * else 0. The caller holds the table lock or owns the table alone (close). */
+static int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx)
 {
 	dev_segtab *t = d->segs;
 	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
@@ -295,11 +300,28 @@ void dev_segtab_close(dev *d)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
 			int64_t h = atomic_load(&c[i]);
-			if (h > 0 && t->release)
-				t->release(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, false);
+			int rc = h > 0 ? fn(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, ctx) : 0;
+			if (rc)
+				return rc;
 		}
-		free(c);
 	}
+	return 0;
+}
+
+static int dev_seg_close_one(dev *d, uint64_t seg, int64_t h, void *ctx)
+{
+	(void)ctx;
+	d->segs->release(d, seg, h, false);
+	return 0;
+}
+
+void dev_segtab_close(dev *d)
+{
+	dev_segtab *t = d->segs;
+	if (t->release)
+		dev_segtab_each_open(d, dev_seg_close_one, NULL);
+	for (uint64_t ci = 0; ci < t->nchunks; ci++)
+		free(atomic_load(&t->chunks[ci]));
 	free(t->chunks);
 	if (t->dirfd >= 0)
 		close(t->dirfd);
@@ -713,50 +735,51 @@ static void dev_files_purge_below(dev_segtab *t, uint64_t until)
 	dev_files_walk(t, dev_seg_unlink_below, &until);
 }
 
+/* The fds dev_files_sync copies under the table lock. */
+typedef struct dev_fd_list {
+	int *fds;
+	int n, cap;
+} dev_fd_list;
+
+static int dev_seg_dup_fd(dev *d, uint64_t seg, int64_t h, void *ctx)
+{
+	dev_fd_list *l = ctx;
+	(void)d;
+	(void)seg;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 16;
+		int *nf = realloc(l->fds, (size_t)cap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		l->fds = nf;
+		l->cap = cap;
+	}
+	int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	l->fds[l->n++] = fd;
+	return 0;
+}
+
 /* fdatasync every open segment file. The fds are duplicated under the table lock and synced
  * outside it, so a worker creating a segment meanwhile does not wait for the disk. */
 int dev_files_sync(dev *d)
 {
 	dev_segtab *t = d->segs;
-	int *fds = NULL, n = 0, cap = 0, rc = 0;
+	dev_fd_list l = { NULL, 0, 0 };
 
 	pthread_mutex_lock(&t->lock);
-	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
-		if (!c)
-			continue;
-		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
-			int64_t h = atomic_load(&c[i]);
-			if (h <= 0)
-				continue;
-			if (n == cap) {
-				int *nf = realloc(fds, (size_t)(cap ? cap * 2 : 16) * sizeof(*fds));
-				if (!nf) {
-					rc = -ENOMEM;
-					goto unlock;
-				}
-				fds = nf;
-				cap = cap ? cap * 2 : 16;
-			}
-			int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
-			if (fd < 0) {
-				rc = -errno;
-				goto unlock;
-			}
-			fds[n++] = fd;
-		}
-	}
-unlock:
+	int rc = dev_segtab_each_open(d, dev_seg_dup_fd, &l);
 	pthread_mutex_unlock(&t->lock);
-	for (int i = 0; i < n; i++) {
-		if (fdatasync(fds[i]) < 0 && !rc)
+	for (int i = 0; i < l.n; i++) {
+		if (fdatasync(l.fds[i]) < 0 && !rc)
 			rc = -errno;
-		close(fds[i]);
+		close(l.fds[i]);
 	}
 	/* The directory too: segment files created since the last sync must not vanish in a crash. */
 	if (fsync(t->dirfd) < 0 && !rc)
 		rc = -errno;
-	free(fds);
+	free(l.fds);
 	return rc;
 }
 
