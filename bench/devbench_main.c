@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 /* ---- options -------------------------------------------------------------------------------- */
@@ -399,7 +400,13 @@ static int device_setup(const bench_opts *o, dev **out)
 
 	dev_config_init(&cfg);
 	cfg.type = o->backend;
-	cfg.dir = o->dir ? o->dir : "/tmp";
+	/* The server's layout, <dir>/Store/hlog.<n>; the device creates only its own folder. */
+	char store[4096 + 8];
+	snprintf(store, sizeof(store), "%s/Store", o->dir ? o->dir : "/tmp");
+	if (o->dir && strcasecmp(o->backend, "localmemory") != 0)
+		mkdir(o->dir, 0755);
+	cfg.dir = store;
+	cfg.prefix = "hlog.";
 	cfg.segment_bytes = o->segment;
 	cfg.throttle_limit = o->throttle;
 	cfg.queue_depth = (uint32_t)SPW_MAX(o->qd, DEV_QUEUE_DEPTH_DEFAULT);

@@ -2,7 +2,8 @@
  * spw.c - shared helpers: error names, clocks, logging, number and size parsing, glob matching.
  *
  * Invariants:
- *  1. Nothing here allocates on a hot path; spw_parse_ll/spw_fmt_ll are used per request.
+ *  1. Nothing here allocates on a hot path; spw_parse_ll and spw_fmt_ll (inline in spw.h) are used
+ *     per request, by the server and by proto's parser and writer: they are the only copies.
  *  2. spw_parse_ll accepts exactly what Redis's string2ll accepts (no spaces, no '+', no leading
  *     zeros except "0" itself), so "value is not an integer" errors match Redis byte for byte.
  */
@@ -134,73 +135,49 @@ int spw_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Redis's string2ll (util.c), over exactly slen bytes. */
 bool spw_parse_ll(const char *s, size_t slen, long long *out)
 {
-	const char *p = s;
-	size_t plen = 0;
-	int negative = 0;
-	unsigned long long v;
+	size_t i = 0;
+	bool neg = false;
+	uint64_t v;
 
 	if (slen == 0 || slen > 20)
 		return false;
-	if (slen == 1 && p[0] == '0') {
+	if (slen == 1 && s[0] == '0') {
 		*out = 0;
 		return true;
 	}
-	if (p[0] == '-') {
-		negative = 1;
-		p++;
-		plen++;
-		if (plen == slen)
+	if (s[0] == '-') {
+		neg = true;
+		if (++i == slen)
 			return false;
 	}
-	if (p[0] >= '1' && p[0] <= '9') {
-		v = (unsigned long long)(p[0] - '0');
-		p++;
-		plen++;
-	} else {
+	if (s[i] < '1' || s[i] > '9')
 		return false;
-	}
-	while (plen < slen && p[0] >= '0' && p[0] <= '9') {
-		if (v > (ULLONG_MAX / 10))
+	v = (uint64_t)(s[i++] - '0');
+	for (; i < slen; i++) {
+		unsigned d = (unsigned)(unsigned char)s[i] - '0';
+		if (d > 9 || v > UINT64_MAX / 10 || v * 10 > UINT64_MAX - d)
 			return false;
-		v *= 10;
-		if (v > (ULLONG_MAX - (unsigned long long)(p[0] - '0')))
-			return false;
-		v += (unsigned long long)(p[0] - '0');
-		p++;
-		plen++;
+		v = v * 10 + d;
 	}
-	if (plen < slen)
-		return false;
-	if (negative) {
-		if (v > ((unsigned long long)(-(LLONG_MIN + 1)) + 1))
+	if (neg) {
+		if (v > (uint64_t)LLONG_MAX + 1)
 			return false;
 		*out = (long long)(0ULL - v);
 	} else {
-		if (v > LLONG_MAX)
+		if (v > (uint64_t)LLONG_MAX)
 			return false;
 		*out = (long long)v;
 	}
 	return true;
 }
 
-size_t spw_fmt_ll(char *buf, long long sv)
-{
-	char tmp[24];
-	unsigned long long v = sv < 0 ? 0ULL - (unsigned long long)sv : (unsigned long long)sv;
-	size_t n = 0, len = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	if (sv < 0)
-		buf[len++] = '-';
-	while (n)
-		buf[len++] = tmp[--n];
-	buf[len] = '\0';
-	return len;
-}
+const char spw_digits2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
 
 /* Redis's stringmatchlen, iterative except for '*', with its nesting guard. */
 static bool glob_match_impl(const char *pattern, size_t patternLen, const char *string, size_t stringLen,

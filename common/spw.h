@@ -55,10 +55,59 @@ void spw_log_write(int level, int err, const char *fmt, ...) __attribute__((form
 
 /* Parse a size with optional k/m/g/t suffix (powers of 1024, also kb/mb/gb). 0 or -EINVAL. */
 int spw_parse_size(const char *s, uint64_t *out);
-/* Strict base-10 int64 parse of exactly len bytes, as Redis's string2ll. true on success. */
+/* Strict base-10 int64 parse of exactly len bytes, as Redis's string2ll: an optional '-', no '+',
+ * no spaces, no leading zeros ("0" itself aside). true on success. */
 bool spw_parse_ll(const char *s, size_t len, long long *out);
-/* Format v in base 10 into buf (>= 21 bytes). Returns the length. */
-size_t spw_fmt_ll(char *buf, long long v);
+
+/* Base-10 formatting, two digits at a time (the reply writer formats every length and integer it
+ * sends with these, so they are inline). spw_digits2 holds "00" .. "99". */
+extern const char spw_digits2[201];
+
+static inline unsigned spw_u64_digits(uint64_t v)
+{
+	unsigned n = 1;
+	for (;;) {
+		if (v < 10) return n;
+		if (v < 100) return n + 1;
+		if (v < 1000) return n + 2;
+		if (v < 10000) return n + 3;
+		v /= 10000;
+		n += 4;
+	}
+}
+
+/* Format v in base 10 at dst, without a NUL. Returns the length (1..20). */
+static inline size_t spw_fmt_u64(char *dst, uint64_t v)
+{
+	size_t n = spw_u64_digits(v), i = n;
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+		v /= 100;
+		dst[--i] = spw_digits2[d + 1];
+		dst[--i] = spw_digits2[d];
+	}
+	if (v >= 10) {
+		dst[--i] = spw_digits2[v * 2 + 1];
+		dst[--i] = spw_digits2[v * 2];
+	} else {
+		dst[--i] = (char)('0' + v);
+	}
+	return n;
+}
+
+/* Format v in base 10 into buf (>= 21 bytes) and NUL-terminate it. Returns the length. */
+static inline size_t spw_fmt_ll(char *buf, long long v)
+{
+	size_t n;
+	if (v < 0) {
+		buf[0] = '-';
+		n = 1 + spw_fmt_u64(buf + 1, 0ULL - (unsigned long long)v);
+	} else {
+		n = spw_fmt_u64(buf, (uint64_t)v);
+	}
+	buf[n] = '\0';
+	return n;
+}
 /* Glob match as Redis's stringmatchlen (*, ?, [a-z], [^x], \x). nocase != 0 folds case. */
 bool spw_glob_match(const char *pat, size_t plen, const char *str, size_t slen, int nocase);
 

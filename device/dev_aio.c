@@ -49,16 +49,9 @@ static const dev_ops aio_ops;
 
 /* ---- device open/close ---------------------------------------------------------------------- */
 
-static void aio_close(dev *d)
-{
-	dev_base_fini(d);
-	free(d);
-}
-
 int dev_aio_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 {
 	io_context_t probe = 0;
-	dev *d = NULL;
 	int rc;
 
 	rc = io_setup(1, &probe);
@@ -69,27 +62,9 @@ int dev_aio_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 		return rc;
 	}
 	io_destroy(probe);
-
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		rc = -ENOMEM;
-		dev_err_set(err, errlen, "out of memory");
-		goto fail;
-	}
-	rc = dev_base_init(d, &aio_ops, "libaio",
-	                   DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, cfg,
-	                   err, errlen);
-	if (rc)
-		goto fail;
-	rc = dev_files_setup(d, cfg, true, err, errlen);
-	if (rc)
-		goto fail;
-	*out = d;
-	return 0;
-fail:
-	if (d)
-		aio_close(d);
-	return rc;
+	return dev_files_open(&aio_ops, "libaio",
+	                      DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, true, cfg,
+	                      out, err, errlen);
 }
 
 /* ---- queue open/close ----------------------------------------------------------------------- */
@@ -315,13 +290,8 @@ static int aio_queue_fd(dev_queue *bq)
 	return fd;
 }
 
-static int aio_sync(dev *d)
-{
-	return dev_files_sync(d);
-}
-
 static const dev_ops aio_ops = {
-	.close = aio_close,
+	.close = dev_files_close,
 	.queue_open = aio_queue_open,
 	.queue_close = aio_queue_close,
 	.enqueue = aio_enqueue,
@@ -330,7 +300,7 @@ static const dev_ops aio_ops = {
 	.wait = aio_wait,
 	.queue_fd = aio_queue_fd,
 	.segment_remove = dev_seg_remove,
-	.sync = aio_sync,
+	.sync = dev_files_sync,
 };
 
 #endif /* SPW_WITH_AIO */

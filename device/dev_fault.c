@@ -10,7 +10,8 @@
  * list) whose callback adjusts the result and finishes the caller's request on the same thread.
  * The spec is read under a mutex per IO: this is a test device, correctness over speed.
  *
- * Sections: device open/close and arming; queue open/close; enqueue; completion; the rest.
+ * Sections: device open/close and arming; the text form; queue open/close; enqueue; completion;
+ * the rest.
  */
 #include "device/dev_int.h"
 
@@ -112,48 +113,70 @@ int dev_fault_set(dev *bd, const dev_fault_spec *spec)
 	return 0;
 }
 
-/* One "key=value" or bare word of the text form into s. */
-static int fault_word(const char *w, size_t n, dev_fault_spec *s)
+/* ---- the text form (device.h has the grammar) ---------------------------------------------- */
+
+/* What a bare word sets. */
+enum { FW_KIND, FW_ERRNO, FW_OPS, FW_STICKY };
+
+static const struct fault_bare_word {
+	const char *name;
+	uint8_t sets;           /* FW_* */
+	int val;                /* the kind, the errno (FW_ERRNO also sets kind error), the ops mask, sticky */
+} fault_bare_words[] = {
+	{ "none", FW_KIND, DEV_FAULT_NONE },          { "off", FW_KIND, DEV_FAULT_NONE },
+	{ "error", FW_KIND, DEV_FAULT_ERROR },
+	{ "short-read", FW_KIND, DEV_FAULT_SHORT_READ }, { "short", FW_KIND, DEV_FAULT_SHORT_READ },
+	{ "torn-write", FW_KIND, DEV_FAULT_TORN_WRITE }, { "torn", FW_KIND, DEV_FAULT_TORN_WRITE },
+	{ "eio", FW_ERRNO, EIO },                     { "enospc", FW_ERRNO, ENOSPC },
+	{ "read", FW_OPS, 1u << DEV_OP_READ },        { "reads", FW_OPS, 1u << DEV_OP_READ },
+	{ "write", FW_OPS, 1u << DEV_OP_WRITE },      { "writes", FW_OPS, 1u << DEV_OP_WRITE },
+	{ "any", FW_OPS, 0 },
+	{ "once", FW_STICKY, 0 },                     { "sticky", FW_STICKY, 1 },
+};
+
+/* A bare word (NUL-terminated in w) into s: a name of fault_bare_words or a count. 0 or -EINVAL. */
+static int fault_bare(const char *w, dev_fault_spec *s)
 {
-	static const struct { const char *name; int kind; } kinds[] = {
-		{ "none", DEV_FAULT_NONE }, { "error", DEV_FAULT_ERROR },
-		{ "short-read", DEV_FAULT_SHORT_READ }, { "torn-write", DEV_FAULT_TORN_WRITE },
-	};
+	long long nth;
+	for (size_t i = 0; i < SPW_ARRAY_LEN(fault_bare_words); i++) {
+		const struct fault_bare_word *b = &fault_bare_words[i];
+		if (strcasecmp(w, b->name) != 0)
+			continue;
+		switch (b->sets) {
+		case FW_KIND: s->kind = b->val; break;
+		case FW_ERRNO: s->kind = DEV_FAULT_ERROR; s->err = -b->val; break;
+		case FW_OPS: s->ops = (uint32_t)b->val; break;
+		case FW_STICKY: s->sticky = b->val != 0; break;
+		}
+		return 0;
+	}
+	if (spw_parse_ll(w, strlen(w), &nth) && nth >= 1) {
+		s->nth = (uint64_t)nth;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* A "key=value" word (key and val NUL-terminated) into s. 0 or -EINVAL. */
+static int fault_setting(const char *key, char *val, dev_fault_spec *s)
+{
 	static const struct { const char *name; int err; } errs[] = {
 		{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EROFS", EROFS }, { "EAGAIN", EAGAIN },
 	};
-	char buf[64], *val, *end;
-	if (n >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, w, n);
-	buf[n] = 0;
-	val = strchr(buf, '=');
-	if (val)
-		*val++ = 0;
-	if (!val) {
-		for (size_t i = 0; i < SPW_ARRAY_LEN(kinds); i++)
-			if (strcasecmp(buf, kinds[i].name) == 0) {
-				s->kind = kinds[i].kind;
-				return 0;
-			}
-		if (strcasecmp(buf, "sticky") == 0 || strcasecmp(buf, "once") == 0) {
-			s->sticky = strcasecmp(buf, "sticky") == 0;
-			return 0;
-		}
-		return -EINVAL;
-	}
-	if (strcasecmp(buf, "nth") == 0 || strcasecmp(buf, "tear") == 0) {
+	char *end;
+	if (strcasecmp(key, "nth") == 0 || strcasecmp(key, "tear") == 0) {
+		bool nth = key[0] == 'n' || key[0] == 'N';
 		errno = 0;
 		unsigned long long v = strtoull(val, &end, 10);
-		if (!*val || *end || errno || v == 0 || (buf[0] != 'n' && buf[0] != 'N' && v > UINT32_MAX))
+		if (!*val || *end || errno || v == 0 || (!nth && v > UINT32_MAX))
 			return -EINVAL;
-		if (buf[0] == 'n' || buf[0] == 'N')
+		if (nth)
 			s->nth = v;
 		else
 			s->tear_sectors = (uint32_t)v;
 		return 0;
 	}
-	if (strcasecmp(buf, "err") == 0) {
+	if (strcasecmp(key, "err") == 0) {
 		for (size_t i = 0; i < SPW_ARRAY_LEN(errs); i++)
 			if (strcasecmp(val, errs[i].name) == 0) {
 				s->err = -errs[i].err;
@@ -165,7 +188,7 @@ static int fault_word(const char *w, size_t n, dev_fault_spec *s)
 		s->err = v > 0 ? (int)-v : (int)v;
 		return 0;
 	}
-	if (strcasecmp(buf, "ops") == 0) {
+	if (strcasecmp(key, "ops") == 0) {
 		uint32_t mask = 0;
 		for (char *tok = strtok_r(val, "|", &end); tok; tok = strtok_r(NULL, "|", &end)) {
 			if (strcasecmp(tok, "read") == 0)
@@ -185,19 +208,43 @@ static int fault_word(const char *w, size_t n, dev_fault_spec *s)
 	return -EINVAL;
 }
 
-int dev_fault_spec_parse(const char *text, dev_fault_spec *out)
+/* One word of the text form (n bytes at w) into s. 0 or -EINVAL. */
+static int fault_word(const char *w, size_t n, dev_fault_spec *s)
 {
-	dev_fault_spec s = { .kind = DEV_FAULT_NONE, .nth = 1, .err = -EIO };
+	char buf[64], *val;
+	if (n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, w, n);
+	buf[n] = 0;
+	val = strchr(buf, '=');
+	if (!val)
+		return fault_bare(buf, s);
+	*val++ = 0;
+	return fault_setting(buf, val, s);
+}
+
+int dev_fault_spec_parse(const char *text, dev_fault_spec *out, char *why, size_t whylen)
+{
+	dev_fault_spec s = { .kind = DEV_FAULT_ERROR, .nth = 1, .err = -EIO, .ops = 1u << DEV_OP_READ };
 	const char *p = text;
+	bool any = false;
+
 	if (!text || !out)
 		return -EINVAL;
+	p += strspn(p, " ,\t");
 	while (*p) {
 		size_t n = strcspn(p, " ,\t");
-		if (n > 0 && fault_word(p, n, &s) != 0)
+		if (fault_word(p, n, &s) != 0) {
+			dev_err_set(why, whylen, "'%.*s' is not one of read, write, any, a count >= 1, once, "
+			            "sticky, eio, enospc, short, torn, off", (int)n, p);
 			return -EINVAL;
+		}
+		any = true;
 		p += n;
 		p += strspn(p, " ,\t");
 	}
+	if (!any)
+		s.kind = DEV_FAULT_NONE;   /* "" disarms */
 	*out = s;
 	return 0;
 }

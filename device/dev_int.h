@@ -33,9 +33,10 @@ typedef struct dev_segtab {
 	/* Release a handle (h > 0) and, with destroy, delete the segment's data (h may be 0). */
 	int (*release)(dev *d, uint64_t seg, int64_t h, bool destroy);
 	/* Files only. */
-	int dirfd;                          /* <dir>/Store, or -1 */
+	int dirfd;                          /* cfg.dir, or -1 */
 	int oflags;                         /* O_DIRECT or 0 */
-	char *dir;                          /* <dir>/Store path, for messages */
+	char *dir;                          /* cfg.dir, for messages */
+	char *prefix;                       /* cfg.prefix: segment n is <dir>/<prefix><n> */
 	bool prealloc_warned;
 } dev_segtab;
 
@@ -70,9 +71,13 @@ int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, c
                   char *err, size_t errlen);
 void dev_base_fini(dev *d);
 
-/* For file backends after dev_base_init: create <dir>/Store, probe O_DIRECT (direct) and the sector
- * size, and find existing segments. -EOPNOTSUPP when O_DIRECT is refused. */
-int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen);
+/* Open a file backend whose device is a plain `dev` (uring, libaio, posix): dev_base_init, then
+ * create cfg.dir, probe O_DIRECT (direct) and the sector size, and find existing segments
+ * (<prefix><n>). 0 with *out, or -errno with err (-EOPNOTSUPP when O_DIRECT is refused). */
+int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool direct,
+                   const dev_config *cfg, dev **out /* out */, char *err, size_t errlen);
+/* The close of those backends (their dev_ops.close). */
+void dev_files_close(dev *d);
 /* fdatasync every open segment file. */
 int dev_files_sync(dev *d);
 
@@ -188,16 +193,35 @@ static inline void dev_req_finish(dev_queue *q, dev_req *r)
 	r->done(r, res);
 }
 
+/* Append r to the list [*head, *tail] of requests linked through p.next. */
+static inline void dev_req_append(dev_req **head, dev_req **tail, dev_req *r)
+{
+	r->p.next = NULL;
+	if (*tail)
+		(*tail)->p.next = r;
+	else
+		*head = r;
+	*tail = r;
+}
+
 /* Put a finished request on the done list (its callback runs in the next dev_reap). */
 static inline void dev_queue_done_push(dev_queue *q, dev_req *r)
 {
-	r->p.next = NULL;
-	if (q->done_tail)
-		q->done_tail->p.next = r;
-	else
-		q->done_head = r;
-	q->done_tail = r;
+	dev_req_append(&q->done_head, &q->done_tail, r);
 	q->ndone++;
+}
+
+/* The enqueue of a backend that does its IO in dev_submit (posix, localmemory): validate r and add
+ * it to the batch [*head, *tail] that the next dev_submit takes. Same returns as dev_req_begin. */
+static inline int dev_batch_enqueue(dev_queue *q, dev_req *r, int op, dev_req **head, dev_req **tail)
+{
+	int rc = dev_req_begin(q, r, op);
+	if (SPW_UNLIKELY(rc))
+		return rc;
+	r->p.pending = 1;   /* one piece; posix_do recounts when the request spans segments */
+	dev_req_append(head, tail, r);
+	q->unsubmitted++;
+	return 0;
 }
 
 /* Run up to max callbacks from the done list. Returns how many ran. */

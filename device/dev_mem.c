@@ -259,18 +259,7 @@ static void mem_queue_close(dev_queue *bq)
 static int mem_enqueue(dev_queue *bq, dev_req *r, int op)
 {
 	mem_queue *q = (mem_queue *)bq;
-	int rc = dev_req_begin(bq, r, op);
-	if (SPW_UNLIKELY(rc))
-		return rc;
-	r->p.pending = 1;
-	r->p.next = NULL;
-	if (q->q_tail)
-		q->q_tail->p.next = r;
-	else
-		q->q_head = r;
-	q->q_tail = r;
-	bq->unsubmitted++;
-	return 0;
+	return dev_batch_enqueue(bq, r, op, &q->q_head, &q->q_tail);
 }
 
 static int mem_submit(dev_queue *bq)

@@ -25,32 +25,10 @@ static const dev_ops posix_ops;
 
 /* ---- device open/close ---------------------------------------------------------------------- */
 
-static void posix_close(dev *d)
-{
-	dev_base_fini(d);
-	free(d);
-}
-
 int dev_posix_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 {
-	dev *d = calloc(1, sizeof(*d));
-	int rc;
-
-	if (!d) {
-		dev_err_set(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	rc = dev_base_init(d, &posix_ops, "posix", DEV_CAP_PERSISTENT | DEV_CAP_FLUSH, cfg, err, errlen);
-	if (rc)
-		goto fail;
-	rc = dev_files_setup(d, cfg, false, err, errlen);
-	if (rc)
-		goto fail;
-	*out = d;
-	return 0;
-fail:
-	posix_close(d);
-	return rc;
+	return dev_files_open(&posix_ops, "posix", DEV_CAP_PERSISTENT | DEV_CAP_FLUSH, false, cfg, out, err,
+	                      errlen);
 }
 
 /* ---- queue open/close ----------------------------------------------------------------------- */
@@ -77,17 +55,7 @@ static void posix_queue_close(dev_queue *bq)
 static int posix_enqueue(dev_queue *bq, dev_req *r, int op)
 {
 	posix_queue *q = (posix_queue *)bq;
-	int rc = dev_req_begin(bq, r, op);
-	if (SPW_UNLIKELY(rc))
-		return rc;
-	r->p.next = NULL;
-	if (q->q_tail)
-		q->q_tail->p.next = r;
-	else
-		q->q_head = r;
-	q->q_tail = r;
-	bq->unsubmitted++;
-	return 0;
+	return dev_batch_enqueue(bq, r, op, &q->q_head, &q->q_tail);
 }
 
 /* ---- submit (the IO) ------------------------------------------------------------------------ */
@@ -188,7 +156,7 @@ static int posix_queue_fd(dev_queue *bq)
 }
 
 static const dev_ops posix_ops = {
-	.close = posix_close,
+	.close = dev_files_close,
 	.queue_open = posix_queue_open,
 	.queue_close = posix_queue_close,
 	.enqueue = posix_enqueue,

@@ -49,16 +49,9 @@ static void uring_refusal(int rc, char *err, size_t errlen)
 	            "--device-io-backend libaio or allow the fallback", strerror(-rc), extra);
 }
 
-static void uring_close(dev *d)
-{
-	dev_base_fini(d);
-	free(d);
-}
-
 int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 {
 	struct io_uring probe;
-	dev *d = NULL;
 	int rc;
 
 	/* Ask the kernel for a tiny ring first: a refusal is reported as such, with the reason. */
@@ -68,27 +61,9 @@ int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 		return rc == -EINVAL ? -ENOSYS : rc;
 	}
 	io_uring_queue_exit(&probe);
-
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		rc = -ENOMEM;
-		dev_err_set(err, errlen, "out of memory");
-		goto fail;
-	}
-	rc = dev_base_init(d, &uring_ops, "uring",
-	                   DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, cfg,
-	                   err, errlen);
-	if (rc)
-		goto fail;
-	rc = dev_files_setup(d, cfg, true, err, errlen);
-	if (rc)
-		goto fail;
-	*out = d;
-	return 0;
-fail:
-	if (d)
-		uring_close(d);
-	return rc;
+	return dev_files_open(&uring_ops, "uring",
+	                      DEV_CAP_DIRECT | DEV_CAP_PERSISTENT | DEV_CAP_ASYNC | DEV_CAP_FLUSH, true, cfg,
+	                      out, err, errlen);
 }
 
 /* ---- queue open/close ----------------------------------------------------------------------- */
@@ -102,15 +77,14 @@ fail:
  * block) only then; the registered eventfd is signalled when the work is queued. Older kernels
  * refuse these flags with -EINVAL: step down to COOP_TASKRUN, then to none.
  *
- * Rings without DEFER_TASKRUN (SINGLE_ISSUER | COOP_TASKRUN | TASKRUN_FLAG) were measured and not
- * kept. Completions are then posted by task work whenever the worker enters the kernel for any
- * reason (its epoll_wait, read and writev), so a reap seldom enters: 0.069-0.074 system calls per
- * device-bound GET at spillway-bench -t 2 -b 64 (see uring_taskrun_run for the setup). But a
- * worker asleep in epoll_wait is woken by the task-work notification, not by the eventfd (a third
- * of its epoll_waits return EINTR; the work then posts the CQEs and signals the eventfd on the way
- * out, and the next pass finds nothing new), and GET/s fell 4-5% (paired runs in one server: 7 of
- * 8 lower, medians 77.6k against 81.2k; plain SINGLE_ISSUER, which also interrupts a busy worker,
- * did worse). -b 1 never stalled with either.
+ * Rings without DEFER_TASKRUN (SINGLE_ISSUER | COOP_TASKRUN | TASKRUN_FLAG) were tried and not
+ * kept (figures: docs/BENCHMARKS.md, "System calls per GET"). Completions are then posted by task
+ * work whenever the worker enters the kernel for any reason (its epoll_wait, read and writev), so a
+ * reap seldom enters; but a worker asleep in epoll_wait is woken by the task-work notification, not
+ * by the eventfd (its epoll_wait returns EINTR; the work then posts the CQEs and signals the eventfd
+ * on the way out, and the next pass finds nothing new), and fewer GETs per second were served.
+ * Plain SINGLE_ISSUER, which also interrupts a busy worker, did worse. Neither stalled a client
+ * sending one request at a time.
  */
 static int uring_ring_init(struct io_uring *ring, unsigned entries)
 {
@@ -221,16 +195,14 @@ static int uring_submit(dev_queue *bq)
  * Run the completions waiting as task work, in one io_uring_enter that does not block.
  *
  * With DEFER_TASKRUN an enter runs at most max(URING_TW_CAP, min_complete) of them, so a plain
- * GETEVENTS enter (min 0) collects 20 and a batch of 64 reads took 3-4 enters: 0.110-0.16 system
- * calls per device-bound GET (strace -c around spillway-bench -s --op GET -t 2 -b 64, one worker,
- * 52x memory, sg-get on: docs/BENCHMARKS.md "System calls per GET"), io_uring_enter 0.046-0.065
- * of them. Asking for every piece in flight lifts the cap, and a zero timeout (EXT_ARG, 5.11;
- * DEFER_TASKRUN needs 6.1) bounds the wait: 0.084-0.090 per GET, io_uring_enter 0.024-0.030.
- * The price: when fewer than asked have completed, the kernel arms an hrtimer for the timeout and
- * sleeps until it fires before returning -ETIME, 17-20 us on this VM against 0.3 us for a plain
- * enter, which cost about 3% GET/s at -b 64 (paired runs in one server: 13 of 16 lower, medians
- * 86.1k against 88.7k). So the plain enter stays wherever the cap cannot bite (20 or fewer pieces
- * in flight). A ring without DEFER_TASKRUN (the fallbacks) runs all its task work in a plain enter.
+ * GETEVENTS enter (min 0) collects URING_TW_CAP and a batch of more reads than that took several
+ * enters. Asking for every piece in flight lifts the cap, and a zero timeout (EXT_ARG, 5.11;
+ * DEFER_TASKRUN needs 6.1) bounds the wait. The price: when fewer than asked have completed, the
+ * kernel arms an hrtimer for the timeout and sleeps until it fires before returning -ETIME, far
+ * longer than a plain enter takes, which costs GETs per second. So the plain enter stays wherever
+ * the cap cannot bite (URING_TW_CAP or fewer pieces in flight). Figures: docs/BENCHMARKS.md,
+ * "System calls per GET". A ring without DEFER_TASKRUN (the fallbacks) runs all its task work in a
+ * plain enter.
  */
 #define URING_TW_CAP 20   /* the kernel's IO_LOCAL_TW_DEFAULT_MAX (6.18) */
 
@@ -345,13 +317,8 @@ static int uring_queue_fd(dev_queue *bq)
 	return fd;
 }
 
-static int uring_sync(dev *d)
-{
-	return dev_files_sync(d);
-}
-
 static const dev_ops uring_ops = {
-	.close = uring_close,
+	.close = dev_files_close,
 	.queue_open = uring_queue_open,
 	.queue_close = uring_queue_close,
 	.enqueue = uring_enqueue,
@@ -360,7 +327,7 @@ static const dev_ops uring_ops = {
 	.wait = uring_wait,
 	.queue_fd = uring_queue_fd,
 	.segment_remove = dev_seg_remove,
-	.sync = uring_sync,
+	.sync = dev_files_sync,
 };
 
 #endif /* SPW_WITH_URING */

@@ -5,8 +5,9 @@
  *
  * Invariants:
  *  1. A logical offset maps to (segment = offset >> segment_shift, file offset = offset & (segment
- *     bytes - 1)); segment n is <dir>/Store/hlog.<n>. A request that crosses a segment boundary is
- *     split into pieces, one per segment (at most DEV_PIECES_MAX); the caller sees one completion.
+ *     bytes - 1)); segment n is <cfg.dir>/<cfg.prefix><n>, names the caller chose. A request that
+ *     crosses a segment boundary is split into pieces, one per segment (at most DEV_PIECES_MAX); the
+ *     caller sees one completion.
  *  2. A request's result is the first piece error if any, else the bytes before the first short
  *     piece: a read that reaches the written end returns a short count, never bytes past a hole.
  *  3. The throttle counts requests from acceptance (dev_req_begin) until just before their
@@ -285,7 +286,12 @@ int dev_segtab_open(dev *d)
 	return 0;
 }
 
-void dev_segtab_close(dev *d)
+/* A visitor of dev_segtab_each_open: segment seg has the open handle h. Nonzero stops the walk. */
+typedef int (*dev_seg_open_fn)(dev *d, uint64_t seg, int64_t h, void *ctx);
+
+/* Call fn for every open handle in the table, in segment order; returns fn's first nonzero result,
+ * else 0. The caller holds the table lock or owns the table alone (close). */
+static int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx)
 {
 	dev_segtab *t = d->segs;
 	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
@@ -294,15 +300,33 @@ void dev_segtab_close(dev *d)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
 			int64_t h = atomic_load(&c[i]);
-			if (h > 0 && t->release)
-				t->release(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, false);
+			int rc = h > 0 ? fn(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, ctx) : 0;
+			if (rc)
+				return rc;
 		}
-		free(c);
 	}
+	return 0;
+}
+
+static int dev_seg_close_one(dev *d, uint64_t seg, int64_t h, void *ctx)
+{
+	(void)ctx;
+	d->segs->release(d, seg, h, false);
+	return 0;
+}
+
+void dev_segtab_close(dev *d)
+{
+	dev_segtab *t = d->segs;
+	if (t->release)
+		dev_segtab_each_open(d, dev_seg_close_one, NULL);
+	for (uint64_t ci = 0; ci < t->nchunks; ci++)
+		free(atomic_load(&t->chunks[ci]));
 	free(t->chunks);
 	if (t->dirfd >= 0)
 		close(t->dirfd);
 	free(t->dir);
+	free(t->prefix);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	d->segs = NULL;
@@ -325,21 +349,33 @@ static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
 	return &c[seg & (DEV_SEG_CHUNK - 1)];
 }
 
+/* Take the table lock and find seg's entry: 0 with *slot and the lock held, or -EINVAL (out of
+ * range) / -ENOMEM without it. */
+static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
+{
+	dev_segtab *t = d->segs;
+	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	*slot = dev_seg_slot(t, seg);
+	if (!*slot) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
+	_Atomic int64_t *slot;
 	int rc;
 
-	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
-		return -EINVAL;
 	if (seg < atomic_load_explicit(&t->begin, memory_order_acquire))
 		return -ENOENT;
-	pthread_mutex_lock(&t->lock);
-	_Atomic int64_t *slot = dev_seg_slot(t, seg);
-	if (!slot) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	rc = dev_seg_lock(d, seg, &slot);
+	if (rc)
+		return rc;
 	int64_t v = atomic_load_explicit(slot, memory_order_relaxed);
 	if (v > 0) {
 		*h = v;
@@ -369,21 +405,13 @@ out:
 
 int dev_seg_remove(dev *d, uint64_t seg)
 {
-	dev_segtab *t = d->segs;
-	int rc;
-
-	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
-		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	_Atomic int64_t *slot = dev_seg_slot(t, seg);
-	if (!slot) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	_Atomic int64_t *slot;
+	int rc = dev_seg_lock(d, seg, &slot);
+	if (rc)
+		return rc;
 	int64_t v = atomic_exchange(slot, DEV_SEG_REMOVED);
-	rc = t->release(d, seg, v > 0 ? v : 0, true);
-out:
-	pthread_mutex_unlock(&t->lock);
+	rc = d->segs->release(d, seg, v > 0 ? v : 0, true);
+	pthread_mutex_unlock(&d->segs->lock);
 	return rc;
 }
 
@@ -447,19 +475,21 @@ int dev_truncate_until(dev *d, uint64_t offset)
 
 /* ---- segment files -------------------------------------------------------------------------- */
 
-static void dev_seg_name(char *buf, size_t len, uint64_t seg)
+#define DEV_SEG_NAME_MAX (DEV_PREFIX_MAX + 24)   /* <prefix>, 20 digits, NUL */
+
+static void dev_seg_name(const dev_segtab *t, char *buf, size_t len, uint64_t seg)
 {
-	snprintf(buf, len, "hlog.%llu", (unsigned long long)seg);
+	snprintf(buf, len, "%s%llu", t->prefix, (unsigned long long)seg);
 }
 
 /* Open (or create) the file of segment seg. Lock held. 0 with *h = fd + 1, 1 absent, or -errno. */
 static int dev_file_open(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
-	char name[32];
+	char name[DEV_SEG_NAME_MAX];
 	int fd, flags = O_RDWR | O_CLOEXEC | t->oflags;
 
-	dev_seg_name(name, sizeof(name), seg);
+	dev_seg_name(t, name, sizeof(name), seg);
 	fd = openat(t->dirfd, name, flags);
 	if (fd < 0 && errno == ENOENT) {
 		if (!create)
@@ -496,25 +526,28 @@ static int dev_file_open(dev *d, uint64_t seg, bool create, int64_t *h)
 static int dev_file_release(dev *d, uint64_t seg, int64_t h, bool destroy)
 {
 	dev_segtab *t = d->segs;
-	char name[32];
+	char name[DEV_SEG_NAME_MAX];
 	if (h > 0)
 		close((int)(h - 1));
 	if (!destroy)
 		return 0;
-	dev_seg_name(name, sizeof(name), seg);
+	dev_seg_name(t, name, sizeof(name), seg);
 	if (unlinkat(t->dirfd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
 }
 
-/* Find the lowest existing segment file: segments below it were removed before a reopen. */
-static void dev_files_scan(dev *d)
+/* A visitor of dev_files_walk: the file name, its segment number, the caller's context. */
+typedef void (*dev_seg_visit_fn)(dev_segtab *t, const char *name, uint64_t seg, void *ctx);
+
+/* Call fn for every file <prefix><n> in the folder (n in base 10, nothing after it); other files
+ * are not the device's. The one directory walk, behind reopening and truncation. */
+static void dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
 {
-	dev_segtab *t = d->segs;
 	int fd = openat(t->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	size_t plen = strlen(t->prefix);
 	struct dirent *e;
-	uint64_t lowest = UINT64_MAX;
 
 	if (!dir) {
 		if (fd >= 0)
@@ -523,31 +556,31 @@ static void dev_files_scan(dev *d)
 	}
 	while ((e = readdir(dir)) != NULL) {
 		char *end;
-		if (strncmp(e->d_name, "hlog.", 5) != 0 || !e->d_name[5])
+		if (strncmp(e->d_name, t->prefix, plen) != 0 || !e->d_name[plen])
 			continue;
-		unsigned long long n = strtoull(e->d_name + 5, &end, 10);
-		if (*end == '\0' && n < lowest)
-			lowest = n;
+		unsigned long long n = strtoull(e->d_name + plen, &end, 10);
+		if (*end == '\0')
+			fn(t, e->d_name, n, ctx);
 	}
 	closedir(dir);
-	if (lowest != UINT64_MAX)
-		atomic_store(&t->begin, lowest);
 }
 
-/* Make dir and dir/Store. */
-static int dev_mkdirs(const char *dir, const char *store, char *err, size_t errlen)
+static void dev_seg_lowest(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
 {
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		int e = errno;
-		dev_err_set(err, errlen, "cannot create log directory %s: %s", dir, strerror(e));
-		return -e;
-	}
-	if (mkdir(store, 0755) < 0 && errno != EEXIST) {
-		int e = errno;
-		dev_err_set(err, errlen, "cannot create %s: %s", store, strerror(e));
-		return -e;
-	}
-	return 0;
+	uint64_t *lowest = ctx;
+	(void)t;
+	(void)name;
+	if (seg < *lowest)
+		*lowest = seg;
+}
+
+/* Find the lowest existing segment file: segments below it were removed before a reopen. */
+static void dev_files_scan(dev *d)
+{
+	uint64_t lowest = UINT64_MAX;
+	dev_files_walk(d->segs, dev_seg_lowest, &lowest);
+	if (lowest != UINT64_MAX)
+		atomic_store(&d->segs->begin, lowest);
 }
 
 /*
@@ -613,24 +646,38 @@ fail:
 	return rc;
 }
 
-int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen)
+/* Copy the folder and the prefix out of cfg and create the folder. */
+static int dev_files_names(dev_segtab *t, const dev_config *cfg, char *err, size_t errlen)
 {
-	dev_segtab *t = d->segs;
-	size_t len;
-	int rc;
-
 	if (!cfg->dir || !*cfg->dir) {
-		dev_err_set(err, errlen, "no log directory given");
+		dev_err_set(err, errlen, "no directory given for the segment files");
 		return -EINVAL;
 	}
-	len = strlen(cfg->dir) + sizeof("/Store");
-	t->dir = malloc(len);
-	if (!t->dir) {
+	if (!cfg->prefix || strlen(cfg->prefix) > DEV_PREFIX_MAX || strchr(cfg->prefix, '/')) {
+		dev_err_set(err, errlen, "the segment file prefix must be given, without '/', in at most %d "
+		            "bytes", DEV_PREFIX_MAX);
+		return -EINVAL;
+	}
+	t->dir = strdup(cfg->dir);
+	t->prefix = strdup(cfg->prefix);
+	if (!t->dir || !t->prefix) {
 		dev_err_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	snprintf(t->dir, len, "%s/Store", cfg->dir);
-	rc = dev_mkdirs(cfg->dir, t->dir, err, errlen);
+	if (mkdir(t->dir, 0755) < 0 && errno != EEXIST) {
+		int e = errno;
+		dev_err_set(err, errlen, "cannot create %s: %s", t->dir, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen)
+{
+	dev_segtab *t = d->segs;
+	int rc;
+
+	rc = dev_files_names(t, cfg, err, errlen);
 	if (rc)
 		return rc;
 	t->dirfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -649,27 +696,69 @@ int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_
 	return 0;
 }
 
-/* Unlink every hlog.<n> with n < until (the ones never opened by this process included). */
+void dev_files_close(dev *d)
+{
+	dev_base_fini(d);
+	free(d);
+}
+
+int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool direct,
+                   const dev_config *cfg, dev **out, char *err, size_t errlen)
+{
+	dev *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d) {
+		dev_err_set(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = dev_base_init(d, ops, name, caps, cfg, err, errlen);
+	if (rc == 0)
+		rc = dev_files_setup(d, cfg, direct, err, errlen);
+	if (rc) {
+		dev_files_close(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+static void dev_seg_unlink_below(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
+{
+	if (seg < *(const uint64_t *)ctx && unlinkat(t->dirfd, name, 0) < 0 && errno != ENOENT)
+		spw_log(SPW_LOG_WARNING, errno, "device: cannot remove %s/%s", t->dir, name);
+}
+
+/* Unlink every <prefix><n> with n < until (the ones never opened by this process included). */
 static void dev_files_purge_below(dev_segtab *t, uint64_t until)
 {
-	int fd = openat(t->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
+	dev_files_walk(t, dev_seg_unlink_below, &until);
+}
 
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return;
+/* The fds dev_files_sync copies under the table lock. */
+typedef struct dev_fd_list {
+	int *fds;
+	int n, cap;
+} dev_fd_list;
+
+static int dev_seg_dup_fd(dev *d, uint64_t seg, int64_t h, void *ctx)
+{
+	dev_fd_list *l = ctx;
+	(void)d;
+	(void)seg;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 16;
+		int *nf = realloc(l->fds, (size_t)cap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		l->fds = nf;
+		l->cap = cap;
 	}
-	while ((e = readdir(dir)) != NULL) {
-		char *end;
-		if (strncmp(e->d_name, "hlog.", 5) != 0 || !e->d_name[5])
-			continue;
-		unsigned long long n = strtoull(e->d_name + 5, &end, 10);
-		if (*end == '\0' && n < until && unlinkat(t->dirfd, e->d_name, 0) < 0 && errno != ENOENT)
-			spw_log(SPW_LOG_WARNING, errno, "device: cannot remove %s/%s", t->dir, e->d_name);
-	}
-	closedir(dir);
+	int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	l->fds[l->n++] = fd;
+	return 0;
 }
 
 /* fdatasync every open segment file. The fds are duplicated under the table lock and synced
@@ -677,45 +766,20 @@ static void dev_files_purge_below(dev_segtab *t, uint64_t until)
 int dev_files_sync(dev *d)
 {
 	dev_segtab *t = d->segs;
-	int *fds = NULL, n = 0, cap = 0, rc = 0;
+	dev_fd_list l = { NULL, 0, 0 };
 
 	pthread_mutex_lock(&t->lock);
-	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
-		if (!c)
-			continue;
-		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
-			int64_t h = atomic_load(&c[i]);
-			if (h <= 0)
-				continue;
-			if (n == cap) {
-				int *nf = realloc(fds, (size_t)(cap ? cap * 2 : 16) * sizeof(*fds));
-				if (!nf) {
-					rc = -ENOMEM;
-					goto unlock;
-				}
-				fds = nf;
-				cap = cap ? cap * 2 : 16;
-			}
-			int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
-			if (fd < 0) {
-				rc = -errno;
-				goto unlock;
-			}
-			fds[n++] = fd;
-		}
-	}
-unlock:
+	int rc = dev_segtab_each_open(d, dev_seg_dup_fd, &l);
 	pthread_mutex_unlock(&t->lock);
-	for (int i = 0; i < n; i++) {
-		if (fdatasync(fds[i]) < 0 && !rc)
+	for (int i = 0; i < l.n; i++) {
+		if (fdatasync(l.fds[i]) < 0 && !rc)
 			rc = -errno;
-		close(fds[i]);
+		close(l.fds[i]);
 	}
 	/* The directory too: segment files created since the last sync must not vanish in a crash. */
 	if (fsync(t->dirfd) < 0 && !rc)
 		rc = -errno;
-	free(fds);
+	free(l.fds);
 	return rc;
 }
 

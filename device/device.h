@@ -7,10 +7,13 @@
  * table.
  *
  * Layout on disk: a logical byte space [0, 2^48) cut into segments of cfg.segment_bytes (a power of
- * two); segment n is the file <dir>/Store/hlog.<n>, created on the first write that reaches it (on
- * the writing thread, once per segment) or earlier by dev_segment_prepare, preallocated with
+ * two); segment n is the file <cfg.dir>/<cfg.prefix><n>, created on the first write that reaches it
+ * (on the writing thread, once per segment) or earlier by dev_segment_prepare, preallocated with
  * fallocate(KEEP_SIZE) and opened O_DIRECT. The file's size is the written end, so
- * a read past it returns a short count, also after close and reopen.
+ * a read past it returns a short count, also after close and reopen. The folder and the prefix are
+ * the caller's: the hybrid log's segments are <logdir>/Store/hlog.<n> because the server says so
+ * (tier_open in server/server.c), and another user of the layer (an append-only file, checkpoints)
+ * names its own. Files in the folder without the prefix are left alone.
  *
  * Threads and ownership:
  *  - A `dev` is shared by all threads. dev_open/dev_close run once, on any thread, with no queue open
@@ -56,6 +59,7 @@ typedef struct dev_ops dev_ops;
 #define DEV_IOV_MAX 32                      /* iovecs in one request */
 #define DEV_PIECES_MAX 16                   /* segments one request may span */
 #define DEV_REQ_MAX_BYTES (1ULL << 30)      /* bytes in one request */
+#define DEV_PREFIX_MAX 200                  /* bytes of dev_config.prefix: leaves room for <n> in NAME_MAX */
 
 /* Capability bits (dev->caps): the log asks instead of assuming. */
 enum {
@@ -96,13 +100,17 @@ struct dev_req {
 	} p;
 };
 
-/* Options; dev_config_init fills the defaults. Flag names are the server's command line. */
+/* Options; dev_config_init fills the defaults (dir and prefix have none: they are the caller's).
+ * Flag names are the server's command line. */
 typedef struct dev_config {
 	const char *type;          /* --device-type: "native" (default), "localmemory", "posix", or a
 	                              backend name "uring" / "libaio"; a "fault:" prefix wraps any of them */
 	const char *io_backend;    /* --device-io-backend for native: "uring", "libaio", or NULL = uring
 	                              when the kernel allows it, else libaio (said in the log) */
-	const char *dir;           /* --logdir: segments live in <dir>/Store/ (created if missing) */
+	const char *dir;           /* folder of the segment files (file backends; created if missing,
+	                              its parent must exist); the server passes <logdir>/Store */
+	const char *prefix;        /* segment n is <dir>/<prefix><n> (file backends; "" allowed, at most
+	                              DEV_PREFIX_MAX bytes); the server passes "hlog." */
 	uint64_t segment_bytes;    /* --segment: power of two >= DEV_SEGMENT_MIN */
 	uint32_t throttle_limit;   /* --device-throttle-limit: IOs in flight on the device */
 	uint32_t queue_depth;      /* IOs (segment pieces) one dev_queue holds queued + in flight */
@@ -164,7 +172,10 @@ void dev_config_init(dev_config *cfg /* out */);
  * Open a device. On failure returns -errno, *out is NULL, and err (if not NULL) says what was refused
  * and why, e.g. "io_uring refused by the kernel (io_uring_setup: Operation not permitted;
  * kernel.io_uring_disabled=2)". -ENOSYS / -EPERM: the backend is missing or refused; -EOPNOTSUPP:
- * the file system refuses O_DIRECT; -ENOENT: unknown backend name (also when not built).
+ * the file system refuses O_DIRECT; -ENOENT: unknown backend name (also when not built);
+ * -EINVAL: a bad option (a file backend without cfg.dir or cfg.prefix, among others). A file
+ * backend reopening a folder takes the lowest <prefix><n> there as the first segment: the ones
+ * below were removed by dev_truncate_until before.
  */
 int dev_open(const dev_config *cfg, dev **out /* out */, char *err, size_t errlen);
 void dev_close(dev *d);
@@ -250,8 +261,9 @@ static inline int dev_segment_remove(dev *d, uint64_t seg)
 }
 
 /* Remove every segment that lies wholly below offset (compaction / truncation of BeginAddress);
- * IO there fails with -ENOENT from then on, also after a reopen (the removals are made durable: the
- * directory is fsynced). 0, -EINVAL, or the -errno of that fsync. */
+ * IO there fails with -ENOENT from then on, also after a reopen (the files <prefix><n> with n below
+ * are unlinked, those this process never opened included, and the directory is fsynced). 0,
+ * -EINVAL, or the -errno of that fsync. */
 int dev_truncate_until(dev *d, uint64_t offset);
 
 /* Create segment seg now (its file: open, fallocate, directory fsync), from a background thread,
@@ -290,12 +302,19 @@ int dev_fault_set(dev *d, const dev_fault_spec *spec);
 /* IOs the wrapper has failed, shortened or torn since it was opened. */
 uint64_t dev_fault_hits(dev *d);
 /*
- * Parse the text form of a spec (for a config option or CONFIG SET): words separated by spaces or
- * commas, e.g. "error nth=3 err=EIO sticky ops=write", "short-read nth=1", "torn-write tear=2",
- * "none". Kinds: none, error, short-read, torn-write; nth=N (default 1); err=EIO|ENOSPC|EROFS|
- * EAGAIN|<errno number> (default EIO); sticky or once (default); ops=read|write|flush joined by '|';
- * tear=<sectors>. 0 or -EINVAL (out untouched).
+ * Parse the text form of a spec: the one grammar of --device-fault, CONFIG SET device-fault and the
+ * tests. Words separated by spaces, commas or tabs, without case; a later word overrides an earlier:
+ *   kind:   error (the default), eio / enospc (error with that errno), short-read or short,
+ *           torn-write or torn, none or off (disarm)
+ *   which:  read or reads (the default), write or writes, any (reads and writes),
+ *           ops=read|write|flush (any joined with '|')
+ *   when:   N or nth=N (the Nth matching IO; default 1), once (the default) or sticky
+ *   detail: err=EIO|ENOSPC|EROFS|EAGAIN|<errno number> (default EIO), tear=<sectors> (torn writes)
+ * e.g. "read 1", "write 3 sticky enospc", "error nth=3 err=ENOSPC ops=write|flush", "torn-write
+ * ops=write tear=2". No word at all ("") disarms. A short read fires on reads and a torn write on
+ * writes only, so "torn" needs "write". 0, or -EINVAL with why (if not NULL) naming the word it
+ * refused; *out is untouched then.
  */
-int dev_fault_spec_parse(const char *text, dev_fault_spec *out /* out */);
+int dev_fault_spec_parse(const char *text, dev_fault_spec *out /* out */, char *why, size_t whylen);
 
 #endif

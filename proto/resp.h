@@ -15,6 +15,10 @@
  * Writer: replies are appended to a resp_out, a chain of chunks the caller supplies through an
  * allocator callback (the server hands chunks from a per-thread pool: no malloc per reply). The
  * writer encodes for the connection's protocol version (2 or 3).
+ *
+ * Files: resp_parse.c (the request parser), resp_split.c (Redis's argument splitter, also used by
+ * the config file), resp_write.c (the reply writer and the reply skipper). Numbers are formatted
+ * and parsed by common/spw.h's spw_fmt_ll and spw_parse_ll (Redis's string2ll).
  */
 #ifndef SPW_RESP_H
 #define SPW_RESP_H
@@ -46,9 +50,9 @@ typedef struct resp_limits {
 	uint64_t max_querybuf;   /* client-query-buffer-limit: bytes of one pending request */
 } resp_limits;
 
-/* Parser state: lives in the connection. Fields are private to resp.c. */
+/* Parser state: lives in the connection. Fields are private to resp_parse.c. */
 typedef struct resp_parser {
-	int state;               /* RESP_ST_* in resp.c */
+	int state;               /* RESP_ST_* in resp_parse.c */
 	int is_inline;
 	long long multibulk;     /* args announced by '*' */
 	long long bulk;          /* length announced by '$' of the argument in progress, -1 none */
@@ -99,6 +103,20 @@ int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *cons
  * while the parser waits for the payload of a bulk argument; it covers that argument's CRLF. */
 size_t resp_parser_hint(const resp_parser *p);
 const char *resp_parser_error(const resp_parser *p);
+
+/*
+ * Redis's argument splitter (sdssplitargs): the one copy, for inline requests, the config file and
+ * test scripts; resp_split.c has the rules. Splits [s, s+len), which ends early at a NUL, and hands
+ * each word in order to emit(ctx, word, wlen): a word without quotes is a slice of s; a word with a
+ * quoted part is unescaped into *scratch (NULL, or from malloc, *scratch_cap bytes), which is grown
+ * with realloc to len bytes before the first such word and not moved again during the call, so
+ * every word handed out stays valid until the caller frees or reuses *scratch (the caller frees
+ * it). Returns the number of words, -EINVAL on unbalanced quotes, -ENOMEM, or the first negative
+ * value emit returned (the split stops there).
+ */
+typedef int (*resp_arg_fn)(void *ctx, const char *word, size_t len);
+int resp_args_split(const char *s, size_t len, char **scratch /* in, out */,
+                    size_t *scratch_cap /* in, out */, resp_arg_fn emit, void *ctx);
 
 /*
  * Reply parsing (for clients: bench, tests). Finds the end of one complete reply of any RESP2/RESP3

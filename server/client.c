@@ -42,7 +42,7 @@
 #define READS_PER_PASS      4
 #define WRITE_IOV           256
 #define WRITEVS_PER_FLUSH   4
-#define CHUNK_CAP           16384u        /* payload of a pooled chunk: what resp.c asks for at least */
+#define CHUNK_CAP           16384u        /* payload of a pooled chunk: what resp_write.c asks for at least */
 #define CHUNK_BYTES         (sizeof(resp_chunk) + CHUNK_CAP)
 #define CHUNK_POOL_MAX      1024          /* 16 MiB of idle chunks per worker at most */
 

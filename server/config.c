@@ -123,7 +123,7 @@ static const spw_option options[] = {
 	  "hash index size (64-byte buckets of 7 entries; about 16 bytes per key)" },
 	{ "mutable-percent", NULL, OPT_INT, 0, 0, 100, "90", FIELD(mutable_percent), NULL, NULL,
 	  "percent of the in-memory log that is updated in place" },
-	/* Storage tier (Garnet's flags; server.c tier_open maps them onto the device). */
+	/* Storage tier (Garnet's flags; start.c's tier_open maps them onto the device). */
 	{ "storage-tier", NULL, OPT_BOOL, OPT_TIER, 0, 0, "no", FIELD(storage_tier), NULL, NULL,
 	  "spill the log to a device: --memory becomes a window over a log on the device" },
 	{ "logdir", NULL, OPT_STRING, OPT_TIER, 0, 0, "", FIELD(logdir), NULL, NULL,
@@ -291,7 +291,7 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		}
 		memcpy(text, v, n);
 		text[n] = '\0';
-		if (config_device_fault_parse(text, &spec, err, errlen) < 0)
+		if (dev_fault_spec_parse(text, &spec, err, errlen) < 0)   /* device.h has the grammar */
 			return -EINVAL;
 		/* Running: only a fault device can be armed. At start-up server_main checks it. */
 		if (g_srv.dev && !(g_srv.dev->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
@@ -305,55 +305,6 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
-}
-
-int config_device_fault_parse(const char *spec, dev_fault_spec *out, char *why, size_t whylen)
-{
-	char copy[256], *save = NULL;
-	bool any = false;
-
-	memset(out, 0, sizeof(*out));
-	snprintf(copy, sizeof(copy), "%s", spec);
-	out->kind = DEV_FAULT_ERROR;
-	out->err = -EIO;
-	out->nth = 1;
-	out->ops = 1u << DEV_OP_READ;
-	for (char *w = strtok_r(copy, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
-		long long nth;
-		any = true;
-		if (!strcasecmp(w, "off") || !strcasecmp(w, "none")) {
-			out->kind = DEV_FAULT_NONE;
-		} else if (!strcasecmp(w, "read") || !strcasecmp(w, "reads")) {
-			out->ops = 1u << DEV_OP_READ;
-		} else if (!strcasecmp(w, "write") || !strcasecmp(w, "writes")) {
-			out->ops = 1u << DEV_OP_WRITE;
-		} else if (!strcasecmp(w, "any")) {
-			out->ops = 0;
-		} else if (!strcasecmp(w, "once")) {
-			out->sticky = false;
-		} else if (!strcasecmp(w, "sticky")) {
-			out->sticky = true;
-		} else if (!strcasecmp(w, "eio")) {
-			out->kind = DEV_FAULT_ERROR;
-			out->err = -EIO;
-		} else if (!strcasecmp(w, "enospc")) {
-			out->kind = DEV_FAULT_ERROR;
-			out->err = -ENOSPC;
-		} else if (!strcasecmp(w, "short")) {
-			out->kind = DEV_FAULT_SHORT_READ;
-		} else if (!strcasecmp(w, "torn")) {
-			out->kind = DEV_FAULT_TORN_WRITE;
-		} else if (spw_parse_ll(w, strlen(w), &nth) && nth >= 1) {
-			out->nth = (uint64_t)nth;
-		} else {
-			snprintf(why, whylen, "'%s' is not one of read, write, any, a count >= 1, once, sticky, "
-			         "eio, enospc, short, torn, off", w);
-			return -EINVAL;
-		}
-	}
-	if (!any)
-		out->kind = DEV_FAULT_NONE;
-	return 0;
 }
 
 /* Format an option's current value as CONFIG GET shows it. Returns buf. */
@@ -409,84 +360,40 @@ void config_defaults(void)
 
 /* ---------------- the config file ---------------- */
 
-static int hexval(int c)
+/* resp_args_split's callback for config_line_split: one word, NUL-terminated, into the output. */
+typedef struct config_words {
+	char *out;                   /* where the next word goes */
+	char **words;
+	int n, max;
+} config_words;
+
+static int config_word_add(void *ctx, const char *w, size_t len)
 {
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
+	config_words *cw = ctx;
+	if (cw->n == cw->max)
+		return -E2BIG;
+	memcpy(cw->out, w, len);
+	cw->out[len] = '\0';
+	cw->words[cw->n++] = cw->out;
+	cw->out += len + 1;
+	return 0;
 }
 
 /*
- * Split a config line into words as Redis's sdssplitargs: blanks separate, "double quotes" know
- * \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'. Words are written NUL-terminated into
- * out (same size as the line + 1). Returns the word count, or -EINVAL on unbalanced quotes.
+ * Split a config line into words as Redis's sdssplitargs (resp_args_split, proto/resp_split.c):
+ * blanks separate, "double quotes" know \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'.
+ * Words are written NUL-terminated into out (same size as the line + 1: a word and its NUL never
+ * take more bytes than the word and the blank or quotes around it took in the line). Returns the
+ * word count, or < 0 on unbalanced quotes (or more than maxwords words).
  */
 static int config_line_split(const char *line, char *out, char **words, int maxwords)
 {
-	const char *p = line;
-	char *o = out;
-	int n = 0;
-	for (;;) {
-		while (*p && isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			return n;
-		if (n == maxwords)
-			return -E2BIG;
-		words[n++] = o;
-		bool inq = false, insq = false, done = false;
-		while (!done) {
-			if (inq) {
-				if (p[0] == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
-					*o++ = (char)(hexval(p[2]) * 16 + hexval(p[3]));
-					p += 3;
-				} else if (p[0] == '\\' && p[1]) {
-					p++;
-					switch (*p) {
-					case 'n': *o++ = '\n'; break;
-					case 'r': *o++ = '\r'; break;
-					case 't': *o++ = '\t'; break;
-					case 'b': *o++ = '\b'; break;
-					case 'a': *o++ = '\a'; break;
-					default: *o++ = *p; break;
-					}
-				} else if (*p == '"') {
-					/* the closing quote must be followed by a blank or the end */
-					if (p[1] && !isspace((unsigned char)p[1]))
-						return -EINVAL;
-					done = true;
-				} else if (!*p) {
-					return -EINVAL;
-				} else {
-					*o++ = *p;
-				}
-			} else if (insq) {
-				if (p[0] == '\\' && p[1] == '\'') {
-					p++;
-					*o++ = '\'';
-				} else if (*p == '\'') {
-					if (p[1] && !isspace((unsigned char)p[1]))
-						return -EINVAL;
-					done = true;
-				} else if (!*p) {
-					return -EINVAL;
-				} else {
-					*o++ = *p;
-				}
-			} else {
-				switch (*p) {
-				case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
-				case '"': inq = true; break;
-				case '\'': insq = true; break;
-				default: *o++ = *p; break;
-				}
-			}
-			if (*p)
-				p++;
-		}
-		*o++ = '\0';
-	}
+	config_words cw = { .out = out, .words = words, .n = 0, .max = maxwords };
+	char *scratch = NULL;
+	size_t cap = 0;
+	int n = resp_args_split(line, strlen(line), &scratch, &cap, config_word_add, &cw);
+	free(scratch);
+	return n;
 }
 
 /* Apply one option given as words[0] = name, words[1..n) = value words. err gets a message. */

@@ -87,11 +87,6 @@ int config_rewrite(char *err, size_t errlen);
 void config_defaults(void);
 /* With --storage-tier, --memory must hold at least this many --page pages. */
 #define TIER_MIN_PAGES 4
-struct dev_fault_spec;
-/* Parse a device-fault spec ("[read|write|any] [N] [once|sticky] [eio|enospc|short|torn]", "" or
- * "off" = disarm) into *out. 0, or -EINVAL with the reason in why. */
-int config_device_fault_parse(const char *spec, struct dev_fault_spec *out /* out */, char *why,
-                              size_t whylen);
 /* Arm (or disarm) the fault device from g_cfg.device_fault_spec; nothing without one (start.c). */
 void server_device_fault_apply(void);
 

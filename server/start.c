@@ -318,7 +318,7 @@ static int tier_open(dev **out)
 	const char *dir = g_cfg.logdir[0] ? g_cfg.logdir : g_cfg.dir;
 	const char *flag = g_cfg.logdir[0] ? "--logdir" : "--dir (the default --logdir)";
 	const char *base = "native", *io = NULL;
-	char type[64], err[512] = "";
+	char type[64], err[512] = "", store[sizeof(g_cfg.logdir) + 8];
 	struct stat st;
 	dev_config dc;
 	dev *d = NULL;
@@ -350,7 +350,9 @@ static int tier_open(dev **out)
 	dev_config_init(&dc);
 	dc.type = type;
 	dc.io_backend = io;
-	dc.dir = dir;
+	snprintf(store, sizeof(store), "%s/Store", dir);   /* the log's segments: <logdir>/Store/hlog.<n> */
+	dc.dir = store;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = g_cfg.segment_bytes;
 	if (g_cfg.device_throttle_limit > 0) {
 		dc.throttle_limit = (uint32_t)g_cfg.device_throttle_limit;
@@ -387,7 +389,7 @@ void server_device_fault_apply(void)
 	char why[256];
 	if (!g_srv.dev || !(g_srv.dev->caps & DEV_CAP_FAULT))
 		return;
-	if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
+	if (dev_fault_spec_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
 		return;   /* checked when it was set */
 	int rc = dev_fault_set(g_srv.dev, &spec);
 	spw_log(SPW_LOG_NOTICE, rc, "Device fault injector %s: '%s'", rc ? "refused" : "armed",
@@ -447,7 +449,7 @@ static int server_device_open(void)
 		return -1;
 	dev_fault_spec spec;
 	char why[256];
-	if (config_device_fault_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) == 0 &&
+	if (dev_fault_spec_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) == 0 &&
 	    spec.kind != DEV_FAULT_NONE && !(g_srv.dev->caps & DEV_CAP_FAULT)) {
 		fprintf(stderr, "spillway: bad value for --device-fault '%s': the device is not a fault "
 		        "injector (use --device-type fault:<type>)\n", g_cfg.device_fault_spec);

@@ -166,6 +166,7 @@ static void conf_cfg(conf *c)
 	dev_config_init(&c->cfg);
 	c->cfg.type = CONF_TYPE;
 	c->cfg.dir = c->dir;
+	c->cfg.prefix = "hlog.";
 	c->cfg.segment_bytes = CONF_SEG;
 	c->cfg.completion_threads = CONF_THREADS;
 }
@@ -497,7 +498,7 @@ static bool conf_seg_file_exists(conf *c, uint64_t seg)
 {
 	char path[512];
 	struct stat st;
-	snprintf(path, sizeof(path), "%s/Store/hlog.%llu", c->dir, (unsigned long long)seg);
+	snprintf(path, sizeof(path), "%s/hlog.%llu", c->dir, (unsigned long long)seg);
 	return stat(path, &st) == 0;
 }
 

@@ -11,6 +11,7 @@ static void test_fault_short_read_returns_half_rounded_down_to_a_sector(void **s
 static void test_fault_torn_write_reaches_the_device_only_up_to_the_tear(void **state);
 static void test_fault_set_refuses_plain_devices_and_bad_specs(void **state);
 static void test_fault_spec_parses_the_text_form_of_the_config_option(void **state);
+static void test_fault_spec_parses_the_short_words_of_device_fault(void **state);
 
 #define CONF_EXTRA_TESTS                                                                         \
 	cmocka_unit_test_setup_teardown(test_fault_fails_exactly_the_nth_io_once_for_every_n,        \
@@ -24,7 +25,8 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 	cmocka_unit_test_setup_teardown(test_fault_set_refuses_plain_devices_and_bad_specs,          \
 	                                conf_setup, conf_teardown),                                  \
 	cmocka_unit_test_setup_teardown(test_fault_spec_parses_the_text_form_of_the_config_option,   \
-	                                conf_setup, conf_teardown),
+	                                conf_setup, conf_teardown),                                  \
+	cmocka_unit_test(test_fault_spec_parses_the_short_words_of_device_fault),
 
 #include "device/conformance.h"
 
@@ -145,26 +147,65 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 	dev_fault_spec s;
 	uint8_t *buf = conf_scratch(c, 4096);
 
-	assert_int_equal(dev_fault_spec_parse("error nth=3 err=ENOSPC sticky ops=write|flush", &s), 0);
+	assert_int_equal(dev_fault_spec_parse("error nth=3 err=ENOSPC sticky ops=write|flush", &s, NULL, 0), 0);
 	assert_int_equal(s.kind, DEV_FAULT_ERROR);
 	assert_int_equal(s.nth, 3);
 	assert_int_equal(s.err, -ENOSPC);
 	assert_true(s.sticky);
 	assert_int_equal(s.ops, (1u << DEV_OP_WRITE) | (1u << DEV_OP_FLUSH));
-	assert_int_equal(dev_fault_spec_parse("Torn-Write,tear=2", &s), 0);
+	assert_int_equal(dev_fault_spec_parse("Torn-Write,tear=2", &s, NULL, 0), 0);
 	assert_int_equal(s.kind, DEV_FAULT_TORN_WRITE);
 	assert_int_equal(s.tear_sectors, 2);
 	assert_int_equal(s.nth, 1);
 	assert_false(s.sticky);
-	assert_int_equal(dev_fault_spec_parse("error err=5", &s), 0);
+	assert_int_equal(dev_fault_spec_parse("error err=5", &s, NULL, 0), 0);
 	assert_int_equal(s.err, -5);
-	assert_int_equal(dev_fault_spec_parse("none", &s), 0);
+	assert_int_equal(dev_fault_spec_parse("none", &s, NULL, 0), 0);
 	assert_int_equal(s.kind, DEV_FAULT_NONE);
 	const char *bad[] = { "explode", "nth=0", "nth=x", "err=EWHAT", "ops=erase", "ops=", "tear=", "nth" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(dev_fault_spec_parse(bad[i], &s), -EINVAL);
+		assert_int_equal(dev_fault_spec_parse(bad[i], &s, NULL, 0), -EINVAL);
 	/* A parsed spec arms the device. */
-	assert_int_equal(dev_fault_spec_parse("error nth=1 err=EIO ops=read", &s), 0);
+	assert_int_equal(dev_fault_spec_parse("error nth=1 err=EIO ops=read", &s, NULL, 0), 0);
 	assert_int_equal(dev_fault_set(c->d, &s), 0);
 	assert_int_equal(conf_read(c->q, 0, buf, 4096), -EIO);
+}
+
+/* --device-fault and CONFIG SET device-fault go through the same parser: their short words, their
+ * defaults (error EIO, the first read, once), "" and off disarming, and the reason for a bad word. */
+static void test_fault_spec_parses_the_short_words_of_device_fault(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		int kind, err;
+		uint64_t nth;
+		uint32_t ops;
+		bool sticky;
+	} cases[] = {
+		{ "read 1", DEV_FAULT_ERROR, -EIO, 1, 1u << DEV_OP_READ, false },
+		{ "write,3 sticky enospc", DEV_FAULT_ERROR, -ENOSPC, 3, 1u << DEV_OP_WRITE, true },
+		{ "any short", DEV_FAULT_SHORT_READ, -EIO, 1, 0, false },
+		{ "WRITES Torn", DEV_FAULT_TORN_WRITE, -EIO, 1, 1u << DEV_OP_WRITE, false },
+		{ "", DEV_FAULT_NONE, -EIO, 1, 1u << DEV_OP_READ, false },
+		{ " , ", DEV_FAULT_NONE, -EIO, 1, 1u << DEV_OP_READ, false },
+		{ "off", DEV_FAULT_NONE, -EIO, 1, 1u << DEV_OP_READ, false },
+	};
+	dev_fault_spec s;
+	char why[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(dev_fault_spec_parse(cases[i].text, &s, why, sizeof(why)), 0);
+		assert_int_equal(s.kind, cases[i].kind);
+		assert_int_equal(s.err, cases[i].err);
+		assert_int_equal(s.nth, cases[i].nth);
+		assert_int_equal(s.ops, cases[i].ops);
+		assert_int_equal(s.sticky, cases[i].sticky);
+	}
+	const char *bad[] = { "read x", "read 0", "read -1", "read +1", "read 01" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(dev_fault_spec_parse(bad[i], &s, why, sizeof(why)), -EINVAL);
+	assert_int_equal(dev_fault_spec_parse("read x", &s, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "'x' is not one of read, write, any, a count >= 1, once, sticky, eio, "
+	                    "enospc, short, torn, off");
 }

@@ -37,6 +37,7 @@ static dev_config cfg_for(const char *type, const char *io)
 	cfg.type = type;
 	cfg.io_backend = io;
 	cfg.dir = tdir;
+	cfg.prefix = "hlog.";
 	cfg.segment_bytes = 1 << 20;
 	return cfg;
 }

@@ -148,145 +148,56 @@ static void script_free(script *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
+/* resp_args_split's callback for line_split: each word as a malloc'd NUL-terminated copy. */
+typedef struct line_words {
+	char **argv;
+	size_t *lens;
+	int argc;
+} line_words;
 
-/* Append one byte to a growing token. */
-static int tok_put(char **t, size_t *len, size_t *cap, char ch)
+static int line_word_add(void *ctx, const char *w, size_t len)
 {
-	if (*len + 1 >= *cap) {
-		size_t nc = *cap ? *cap * 2 : 32;
-		char *n = realloc(*t, nc);
-		if (!n)
-			return -ENOMEM;
-		*t = n;
-		*cap = nc;
-	}
-	(*t)[(*len)++] = ch;
-	(*t)[*len] = '\0';
+	line_words *lw = ctx;
+	char **na = realloc(lw->argv, sizeof(char *) * (size_t)(lw->argc + 1));
+	if (na)
+		lw->argv = na;
+	size_t *nl = realloc(lw->lens, sizeof(size_t) * (size_t)(lw->argc + 1));
+	if (nl)
+		lw->lens = nl;
+	char *tok = na && nl ? malloc(len + 1) : NULL;
+	if (!tok)
+		return -ENOMEM;
+	memcpy(tok, w, len);
+	tok[len] = '\0';
+	lw->argv[lw->argc] = tok;
+	lw->lens[lw->argc] = len;
+	lw->argc++;
 	return 0;
-}
-
-/* The escape of a "double-quoted" token at p (a backslash and at least one more byte): the byte it
- * stands for in *out; returns the source bytes it takes. \xHH needs two hex digits, or it is an x. */
-static size_t escape_read(const char *p, char *out)
-{
-	if (p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
-		*out = (char)(hexval(p[2]) * 16 + hexval(p[3]));
-		return 4;
-	}
-	switch (p[1]) {
-	case 'n': *out = '\n'; break;
-	case 'r': *out = '\r'; break;
-	case 't': *out = '\t'; break;
-	case 'b': *out = '\b'; break;
-	case 'a': *out = '\a'; break;
-	default: *out = p[1]; break;
-	}
-	return 2;
 }
 
 /*
- * Read the token at *pp (not a blank) as sdssplitargs does: a quote opens anywhere in a token, a
- * closing quote must be followed by a blank or the end, and only "double quotes" know escapes
- * ('single' ones know \' alone). *tok gets it malloc'd (NUL-terminated, for messages), *len its
- * length, and *pp moves past it. 0, or -EINVAL on an unbalanced quote.
+ * Split a line as redis-cli does (sdssplitargs, through proto's resp_args_split):
+ * quotes, escapes, and a closing quote that must be followed by a blank or the end. Returns
+ * argc >= 0, or -EINVAL on unbalanced quotes.
  */
-static int token_read(const char **pp, char **tok, size_t *len)
-{
-	const char *p = *pp;
-	size_t cap = 0;
-	char q = 0;   /* the open quote, or 0 */
-
-	*tok = NULL;
-	*len = 0;
-	tok_put(tok, len, &cap, 'x');   /* make tok non-NULL even for "" */
-	*len = 0;
-	(*tok)[0] = '\0';
-	for (;;) {
-		char c;
-		if (!q) {
-			if (*p == '\0' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-				break;
-			if (*p == '"' || *p == '\'')
-				q = *p;
-			else
-				tok_put(tok, len, &cap, *p);
-			p++;
-		} else if (*p == '\0') {
-			goto bad;
-		} else if (*p == q) {
-			if (p[1] && !isspace((unsigned char)p[1]))
-				goto bad;
-			p++;
-			break;
-		} else if (q == '"' && p[0] == '\\' && p[1]) {
-			p += escape_read(p, &c);
-			tok_put(tok, len, &cap, c);
-		} else if (q == '\'' && p[0] == '\\' && p[1] == '\'') {
-			p += 2;
-			tok_put(tok, len, &cap, '\'');
-		} else {
-			tok_put(tok, len, &cap, *p++);
-		}
-	}
-	*pp = p;
-	return 0;
-bad:
-	free(*tok);
-	*tok = NULL;
-	return -EINVAL;
-}
-
-/* Split a line as redis-cli does (sdssplitargs, token_read). Returns argc >= 0, or -EINVAL on
- * unbalanced quotes. */
 static int line_split(const char *p, char ***argv_out, size_t **lens_out)
 {
-	char **argv = NULL;
-	size_t *lens = NULL;
-	int argc = 0, err = 0;
+	line_words lw = { NULL, NULL, 0 };
+	char *scratch = NULL;
+	size_t cap = 0;
+	int rc = resp_args_split(p, strlen(p), &scratch, &cap, line_word_add, &lw);
 
-	for (;;) {
-		while (*p && isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			break;
-		char *tok;
-		size_t len;
-		err = token_read(&p, &tok, &len);
-		if (err)
-			goto fail;
-		char **na = realloc(argv, sizeof(char *) * (size_t)(argc + 1));
-		size_t *nl = realloc(lens, sizeof(size_t) * (size_t)(argc + 1));
-		if (na)
-			argv = na;
-		if (nl)
-			lens = nl;
-		if (!na || !nl) {
-			free(tok);
-			err = -ENOMEM;
-			goto fail;
-		}
-		argv[argc] = tok;
-		lens[argc] = len;
-		argc++;
+	free(scratch);
+	if (rc < 0) {
+		for (int i = 0; i < lw.argc; i++)
+			free(lw.argv[i]);
+		free(lw.argv);
+		free(lw.lens);
+		return rc;
 	}
-	*argv_out = argv;
-	*lens_out = lens;
-	return argc;
-fail:
-	for (int i = 0; i < argc; i++)
-		free(argv[i]);
-	free(argv);
-	free(lens);
-	return err;
+	*argv_out = lw.argv;
+	*lens_out = lw.lens;
+	return lw.argc;
 }
 
 /*

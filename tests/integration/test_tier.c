@@ -394,6 +394,7 @@ static void uring_or_skip(void)
 	dev_config_init(&cfg);
 	cfg.type = "uring";
 	cfg.dir = dir;
+	cfg.prefix = "hlog.";
 	int rc = dev_open(&cfg, &d, err, sizeof(err));
 	if (d)
 		dev_close(d);

@@ -40,6 +40,7 @@ static int store_env_dev_open(const char *type, const char *dir, uint32_t thrott
 	dev_config_init(&dc);
 	dc.type = type;
 	dc.dir = dir;
+	dc.prefix = "hlog.";
 	dc.segment_bytes = 1u << 20;
 	dc.allow_fallback = true;
 	if (throttle)
