@@ -458,8 +458,9 @@ static inline bool name_matches(const char *s, size_t n, const char *lower)
 
 /*
  * Names of up to 8 bytes (every hot command) are looked up as one folded 64-bit word: load the bytes,
- * lower-case A-Z with SWAR arithmetic, hash with one multiply, compare one word and the length. The
- * callgrind profile had the byte-wise hash and compare at 10% of a pipelined GET/SET's instructions.
+ * lower-case A-Z with SWAR arithmetic, hash with one multiply, compare one word and the length: the
+ * lookup runs once per request, and a byte-wise hash and compare was a visible share of a pipelined
+ * GET's instructions (docs/BENCHMARKS.md has the profile).
  * A NUL byte in the name never matches: no command name contains one, and the length differs.
  */
 #define FAST_SLOTS 256
