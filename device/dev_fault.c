@@ -130,7 +130,7 @@ static const struct fault_bare_word {
 	{ "eio", FW_ERRNO, EIO },                     { "enospc", FW_ERRNO, ENOSPC },
 	{ "read", FW_OPS, 1u << DEV_OP_READ },        { "reads", FW_OPS, 1u << DEV_OP_READ },
 	{ "write", FW_OPS, 1u << DEV_OP_WRITE },      { "writes", FW_OPS, 1u << DEV_OP_WRITE },
-	{ "any", FW_OPS, 0 },
+	{ "any", FW_OPS, (1u << DEV_OP_READ) | (1u << DEV_OP_WRITE) },
 	{ "once", FW_STICKY, 0 },                     { "sticky", FW_STICKY, 1 },
 };
 
@@ -225,7 +225,8 @@ static int fault_word(const char *w, size_t n, dev_fault_spec *s)
 
 int dev_fault_spec_parse(const char *text, dev_fault_spec *out, char *why, size_t whylen)
 {
-	dev_fault_spec s = { .kind = DEV_FAULT_ERROR, .nth = 1, .err = -EIO, .ops = 1u << DEV_OP_READ };
+	/* ops 0: no IO kind named; the default follows the fault (below). */
+	dev_fault_spec s = { .kind = DEV_FAULT_ERROR, .nth = 1, .err = -EIO, .ops = 0 };
 	const char *p = text;
 	bool any = false;
 
@@ -245,6 +246,8 @@ int dev_fault_spec_parse(const char *text, dev_fault_spec *out, char *why, size_
 	}
 	if (!any)
 		s.kind = DEV_FAULT_NONE;   /* "" disarms */
+	if (!s.ops)   /* a torn write tears writes; an error or a short read hits reads */
+		s.ops = 1u << (s.kind == DEV_FAULT_TORN_WRITE ? DEV_OP_WRITE : DEV_OP_READ);
 	*out = s;
 	return 0;
 }
@@ -410,7 +413,10 @@ static void fault_inner_done(dev_req *ir, int64_t res)
 
 static int fault_submit(dev_queue *bq)
 {
-	return dev_submit(((fault_queue *)bq)->inner);
+	fault_queue *q = (fault_queue *)bq;
+	int rc = dev_submit(q->inner);
+	bq->unsubmitted = q->inner->unsubmitted;   /* what the inner queue kept is still to submit */
+	return rc;
 }
 
 static int fault_reap(dev_queue *bq, int max)

@@ -12,7 +12,7 @@
  * fallocate(KEEP_SIZE) and opened O_DIRECT. The file's size is the written end, so
  * a read past it returns a short count, also after close and reopen. The folder and the prefix are
  * the caller's: the hybrid log's segments are <logdir>/Store/hlog.<n> because the server says so
- * (tier_open in server/server.c), and another user of the layer (an append-only file, checkpoints)
+ * (tier_open in server/start.c), and another user of the layer (an append-only file, checkpoints)
  * names its own. Files in the folder without the prefix are left alone.
  *
  * Threads and ownership:

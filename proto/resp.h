@@ -67,6 +67,7 @@ typedef struct resp_parser {
 	char *inline_buf;        /* inline requests with quotes are unescaped here */
 	size_t inline_cap;
 	const char *error;       /* Redis's error text after RESP_EPROTO (static string or errbuf) */
+	int error_rc;            /* what the sticky error state returns: the first error's code */
 	char errbuf[48];         /* "Protocol error: expected '$', got 'X'" */
 	resp_limits limits;
 } resp_parser;
@@ -95,7 +96,9 @@ void resp_parser_reset(resp_parser *p);
  * One exception, as Redis: when the request in progress needs more than limits.max_querybuf bytes
  * (what arrived so far, or what a bulk length announces), the result is RESP_EQUERYBUF, with the
  * text "query buffer limit reached" in resp_parser_error(): log it and close the connection without
- * a reply. The parser stays in error as after RESP_EPROTO. -ENOMEM when the argument arrays cannot grow.
+ * a reply. The parser stays in error as after RESP_EPROTO. -ENOMEM when the argument arrays cannot
+ * grow, -EINVAL when the caller handed fewer bytes than the request in progress already had: both
+ * close the connection without a reply, and the parser stays in error, returning the same code.
  */
 int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *consumed /* out */,
                        resp_request *req /* out */);

@@ -142,12 +142,19 @@ static int resp_parser_grow(resp_parser *p)
 	return 0;
 }
 
-static int resp_parser_fail(resp_parser *p, const char *msg)
+/* Enter the sticky error state with msg; every later call returns rc again. */
+static int resp_parser_fail_rc(resp_parser *p, const char *msg, int rc)
 {
 	p->error = msg;
+	p->error_rc = rc;
 	p->state = RESP_ST_ERROR;
 	p->hint = 0;
-	return msg == resp_err_querybuf ? RESP_EQUERYBUF : RESP_EPROTO;
+	return rc;
+}
+
+static int resp_parser_fail(resp_parser *p, const char *msg)
+{
+	return resp_parser_fail_rc(p, msg, msg == resp_err_querybuf ? RESP_EQUERYBUF : RESP_EPROTO);
 }
 
 /* ---------------- header lines ---------------- */
@@ -220,7 +227,7 @@ static int resp_parse_multibulk(resp_parser *p, const char *b, size_t n, size_t 
 	int argc = p->argc, state = p->state, rc;
 
 	if (SPW_UNLIKELY(pos > n))   /* the caller handed fewer bytes than last time */
-		return resp_parser_fail(p, "parser misuse: the request in progress lost bytes");
+		return resp_parser_fail_rc(p, "parser misuse: the request in progress lost bytes", -EINVAL);
 
 	if (state == RESP_ST_COUNT) {
 		rc = resp_hdr_parse(b, n, 0, '*', &ll, &next);
@@ -325,7 +332,7 @@ static int resp_parse_inline(resp_parser *p, const char *b, size_t n, size_t *us
 	int rc;
 
 	if (SPW_UNLIKELY(p->scan > n))
-		return resp_parser_fail(p, "parser misuse: the request in progress lost bytes");
+		return resp_parser_fail_rc(p, "parser misuse: the request in progress lost bytes", -EINVAL);
 	nl = memchr(b + p->scan, '\n', n - p->scan);
 
 	if (!nl) {
@@ -362,7 +369,7 @@ int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *cons
 
 	if (SPW_UNLIKELY(p->state == RESP_ST_ERROR)) {
 		*consumed = 0;
-		return p->error == resp_err_querybuf ? RESP_EQUERYBUF : RESP_EPROTO;
+		return p->error_rc;
 	}
 	if (p->state == RESP_ST_IDLE && SPW_UNLIKELY(p->argv_cap > RESP_ARGV_KEEP))
 		resp_parser_free_args(p);   /* note 6: the last request's argv is no longer in use */
@@ -402,8 +409,7 @@ int resp_request_parse(resp_parser *p, const char *buf, size_t len, size_t *cons
 			return resp_parser_fail(p, resp_err_querybuf);
 		if (rc == -ENOMEM) {
 			resp_parser_reset(p);
-			p->state = RESP_ST_ERROR;
-			p->error = "out of memory";
+			resp_parser_fail_rc(p, "out of memory", -ENOMEM);
 		}
 		return rc;
 	}

@@ -155,6 +155,7 @@ static void test_fault_spec_parses_the_text_form_of_the_config_option(void **sta
 	assert_int_equal(s.ops, (1u << DEV_OP_WRITE) | (1u << DEV_OP_FLUSH));
 	assert_int_equal(dev_fault_spec_parse("Torn-Write,tear=2", &s, NULL, 0), 0);
 	assert_int_equal(s.kind, DEV_FAULT_TORN_WRITE);
+	assert_int_equal(s.ops, 1u << DEV_OP_WRITE);   /* a torn write with no IO named tears writes */
 	assert_int_equal(s.tear_sectors, 2);
 	assert_int_equal(s.nth, 1);
 	assert_false(s.sticky);
@@ -185,7 +186,7 @@ static void test_fault_spec_parses_the_short_words_of_device_fault(void **state)
 	} cases[] = {
 		{ "read 1", DEV_FAULT_ERROR, -EIO, 1, 1u << DEV_OP_READ, false },
 		{ "write,3 sticky enospc", DEV_FAULT_ERROR, -ENOSPC, 3, 1u << DEV_OP_WRITE, true },
-		{ "any short", DEV_FAULT_SHORT_READ, -EIO, 1, 0, false },
+		{ "any short", DEV_FAULT_SHORT_READ, -EIO, 1, (1u << DEV_OP_READ) | (1u << DEV_OP_WRITE), false },
 		{ "WRITES Torn", DEV_FAULT_TORN_WRITE, -EIO, 1, 1u << DEV_OP_WRITE, false },
 		{ "", DEV_FAULT_NONE, -EIO, 1, 1u << DEV_OP_READ, false },
 		{ " , ", DEV_FAULT_NONE, -EIO, 1, 1u << DEV_OP_READ, false },
