@@ -136,6 +136,12 @@ uint32_t hlog_session_inflight(hlog_session *s);
  * refused at once), or completions left behind by a poll whose reaps all came back full. A caller
  * about to sleep on the fd polls first. */
 bool hlog_session_unsubmitted(hlog_session *s);
+/* Whether this session holds device work that a poll soon, not at once, must move on, because no
+ * signal of its own will come: requests the kernel did not take at the last submission (it was
+ * short of resources), or a backlog (requests the device's throttle refused) while nothing of this
+ * session's is in flight, the throttle being held by other sessions' requests. A caller about to
+ * sleep on the fd sleeps a short tick instead. */
+bool hlog_session_tick(hlog_session *s);
 /* A hint, no effect on the store: start loading k's index bucket into the CPU cache, so that a
  * batch (MGET) can hash every key and have the buckets on their way before the first lookup. */
 void hlog_bucket_prefetch(hlog_session *s, const hlog_key *k);
@@ -251,6 +257,7 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(merged_reads,      HLOG_CTR_SUM, "tier_merged_reads", "record reads folded into a neighbour's device read (one request of at most 64 KiB)") \
 	X(vectored_reads,    HLOG_CTR_SUM, "tier_vectored_reads", "merged device reads that went out vectored, straight into each record's buffer") \
 	X(dedup_hits,        HLOG_CTR_SUM, "tier_dedup_hits", "record reads served by an identical read already queued or in flight") \
+	X(backlog_waits,     HLOG_CTR_SUM, "tier_backlog_waits", "requests the device refused for now (throttle, queue depth) that waited in a backlog") \
 	X(queue_depth_sum,   HLOG_CTR_SUM, NULL, "requests in flight on the submitting queue after each submission (INFO tier_queue_depth_mean)") \
 	X(queue_depth_max,   HLOG_CTR_MAX, "tier_queue_depth_max", "the largest of those") \
 	X(io_buffer_bytes,   HLOG_CTR_SUM, NULL, "read buffers the sessions hold, pooled or in use (a gauge; INFO # Memory)")

@@ -67,6 +67,7 @@ typedef struct tier_session {
 	bool closing;                      /* set by readq_queue_close; fetches stop going on */
 	bool unsubmitted;                  /* requests queued since the last dev_submit */
 	bool reap_full;                    /* the last poll ended on a full reap: completions may be left */
+	bool submit_short;                 /* the last dev_submit left requests queued (kernel short) */
 	/* Requests the device refused with -EAGAIN (throttle, queue depth), in order. */
 	readq_io *backlog_head, *backlog_tail;
 	uint32_t backlog;

@@ -110,6 +110,7 @@ void readq_io_queue(hlog_session *s, readq_io *io)
 		s->t.backlog_head = io;
 	s->t.backlog_tail = io;
 	s->t.backlog++;
+	ctr_add(&s->backlog_waits, 1);
 }
 
 static void readq_backlog_run(hlog_session *s)
@@ -414,11 +415,12 @@ void readq_submit(hlog_session *s)
 {
 	readq_stage_flush(s);
 	if (s->t.unsubmitted) {
-		s->t.unsubmitted = false;
 		int rc = dev_submit(s->t.q);
-		if (rc < 0) {
-			s->t.unsubmitted = true;   /* the kernel was short: the requests stay queued */
-		} else if (rc > 0) {
+		/* What the kernel did not take (it was short: an error, or a partial submission) stays
+		 * queued for a later poll, which the worker makes on a tick (hlog_session_tick), not at
+		 * once: retrying in a loop would spin while the kernel stays short. */
+		s->t.unsubmitted = s->t.submit_short = rc < 0 || s->t.q->unsubmitted > 0;
+		if (rc > 0) {
 			uint64_t depth = dev_queue_pending(s->t.q);
 			ctr_add(&s->device_submits, 1);
 			ctr_add(&s->ios_submitted, (uint64_t)rc);
@@ -541,5 +543,11 @@ uint32_t hlog_session_inflight(hlog_session *s)
 bool hlog_session_unsubmitted(hlog_session *s)
 {
 	const tier_session *t = &s->t;
-	return t->q && (t->unsubmitted || t->nstaged || t->reap_full || t->q->ndone);
+	return t->q && ((t->unsubmitted && !t->submit_short) || t->nstaged || t->reap_full || t->q->ndone);
+}
+
+bool hlog_session_tick(hlog_session *s)
+{
+	const tier_session *t = &s->t;
+	return t->q && (t->submit_short || (t->backlog && dev_queue_pending(t->q) == 0));
 }

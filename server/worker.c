@@ -58,8 +58,11 @@
  *     pass's last poll (or run from pending_flush) leaves them queued. Asleep on them, the worker
  *     would never submit them, no completion would ever signal, and every client of every worker
  *     that waits for a frame behind those pages would stall with it (pinned by
- *     tests/integration/test_tier_quiet.c). A worker whose device fd is not in its epoll set
- *     (io_fd < 0) ticks while clients are parked.
+ *     tests/integration/test_tier_quiet.c). It ticks instead of sleeping while its session holds
+ *     work no signal of its own will announce (hlog_session_tick: a backlog under a throttle that
+ *     other workers' requests hold, parked clients or not, also pinned there; requests the kernel
+ *     was short of resources to take), and while clients are parked with its device fd not in its
+ *     epoll set (io_fd < 0).
  *     Completions are reaped only by the worker that queued the reads (its own queue). A poll
  *     that handled completions while clients stay parked is followed by another (a few per pass,
  *     then the next pass does not sleep): the poll refills freed throttle slots from the store's
@@ -232,7 +235,8 @@ static int worker_timeout(worker *w)
 	if (w->tier) {
 		if (w->io_dirty || w->resume_head || hlog_session_unsubmitted(w->sess))
 			return 0;   /* IO to submit or reap, or clients to resume: do not sleep (note 6) */
-		if (w->nparked && (w->io_fd < 0 || hlog_session_inflight(w->sess) == 0))
+		if ((w->nparked && (w->io_fd < 0 || hlog_session_inflight(w->sess) == 0)) ||
+		    hlog_session_tick(w->sess))
 			return TIER_TICK_MS;   /* nothing of its own will wake it: look again soon */
 	}
 	if (w->stopping)

@@ -21,6 +21,11 @@
  *     tier_ios_submitted (a request across a segment boundary is two pieces, so the right side may
  *     be larger). Without the fix a run meets such a round early (a claimed page write left
  *     unsubmitted), or a SET that never gets its reply.
+ *  3. The same with --device-throttle-limit 1: the device refuses what passes the throttle, and the
+ *     session keeps it in its backlog. A worker whose backlog waits while nothing of its own is in
+ *     flight has no completion to wake it (the throttle is held by other workers' requests): it
+ *     must look again on a short tick, parked clients or not, or those page writes wait for an
+ *     unrelated wake-up (INFO tier_backlog_waits proves the backlog was used).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,15 +47,33 @@
 
 static itest_server g_srv;
 
+/* One server per test: the flags above plus extra (NULL-terminated). */
+static int server_start(const char *const *extra)
+{
+	const char *flags[32] = {
+		"--storage-tier", "--device-type", "localmemory", "--device-completion-threads", "1",
+		"--threads", "4", "--memory", "512k", "--page", "64k", "--segment", "4m", "--index", "16m",
+	};
+	size_t n = 0;
+	while (flags[n])
+		n++;
+	for (; extra && *extra && n + 1 < sizeof(flags) / sizeof(flags[0]); extra++)
+		flags[n++] = *extra;
+	return itest_fixture_start(&g_srv, ITEST_SPILLWAY, flags, "tier_quiet");
+}
+
 static int server_setup(void **state)
 {
 	(void)state;
-	const char *flags[] = {
-		"--storage-tier", "--device-type", "localmemory", "--device-completion-threads", "1",
-		"--threads", "4", "--memory", "512k", "--page", "64k", "--segment", "4m", "--index", "16m",
-		NULL,
-	};
-	return itest_fixture_start(&g_srv, ITEST_SPILLWAY, flags, "tier_quiet");
+	return server_start(NULL);
+}
+
+/* Note 3: a throttle far below what four workers queue, so page writes wait in a backlog. */
+static int throttled_setup(void **state)
+{
+	(void)state;
+	const char *extra[] = { "--device-throttle-limit", "1", NULL };
+	return server_start(extra);
 }
 
 static int server_teardown(void **state)
@@ -59,9 +82,9 @@ static int server_teardown(void **state)
 	return itest_fixture_stop(&g_srv, "tier_quiet");
 }
 
-static void test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device(void **state)
+/* Rounds of SETs, each followed by a quiet moment and one INFO (note 2). */
+static void quiet_rounds_check(void)
 {
-	(void)state;
 	itest_conn conns[QUIET_CONNS], ctl;
 	static char val[QUIET_VALUE];
 	char key[64];
@@ -112,10 +135,30 @@ static void test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device
 	itest_conn_close(&ctl);
 }
 
+static void test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device(void **state)
+{
+	(void)state;
+	quiet_rounds_check();
+}
+
+static void test_page_writes_held_back_by_the_throttle_go_out_without_another_wake_up(void **state)
+{
+	(void)state;
+	quiet_rounds_check();
+	/* The backlog really held writes back: the throttle refused some (the device counts them). */
+	itest_conn c;
+	assert_int_equal(itest_conn_open(&c, g_srv.port), 0);
+	assert_true(itest_info_stat(&c, "tier_backlog_waits") > 0);
+	itest_conn_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device),
+		cmocka_unit_test_setup_teardown(test_a_quiet_worker_has_handed_every_queued_page_write_to_the_device,
+		                                server_setup, server_teardown),
+		cmocka_unit_test_setup_teardown(test_page_writes_held_back_by_the_throttle_go_out_without_another_wake_up,
+		                                throttled_setup, server_teardown),
 	};
-	return cmocka_run_group_tests(tests, server_setup, server_teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
