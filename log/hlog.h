@@ -263,7 +263,7 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(io_buffer_bytes,   HLOG_CTR_SUM, NULL, "read buffers the sessions hold, pooled or in use (a gauge; INFO # Memory)")
 
 /* One row of HLOG_COUNTERS for whoever lists them (INFO, later metrics): off is the field's offset
- * in hlog_info. hlog_counter_defs[hlog_counter_count] ends with a zeroed row. */
+ * in hlog_info; hlog_counter_count rows, in table order. */
 typedef struct hlog_counter_def {
 	const char *field, *info, *doc;
 	int kind;

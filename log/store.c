@@ -240,9 +240,9 @@ void hlog_info_get(hlog *l, hlog_info *out)
 }
 
 #define HLOG_CTR_DEF(f, k, i, d) { .field = #f, .info = i, .doc = d, .kind = k, .off = offsetof(hlog_info, f) },
-const hlog_counter_def hlog_counter_defs[] = { HLOG_COUNTERS(HLOG_CTR_DEF) { 0 } };
+const hlog_counter_def hlog_counter_defs[] = { HLOG_COUNTERS(HLOG_CTR_DEF) };
 #undef HLOG_CTR_DEF
-const unsigned hlog_counter_count = sizeof(hlog_counter_defs) / sizeof(hlog_counter_defs[0]) - 1;
+const unsigned hlog_counter_count = SPW_ARRAY_LEN(hlog_counter_defs);
 
 uint64_t hlog_max_record_payload(hlog *l)
 {
