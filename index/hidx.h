@@ -73,4 +73,28 @@ typedef struct hidx_stats {
 } hidx_stats;
 void hidx_stats_get(hidx *h, hidx_stats *out /* out */);
 
+/*
+ * Index images (hidx_image.c), for checkpoints. hidx_image_save streams the main array and the
+ * overflow buckets in use through zstd into fd (at its current offset), reading every word with an
+ * atomic load while other threads go on publishing: the image is fuzzy (an entry may be older or
+ * newer than another), which the log's recovery repairs. Tentative entries are written as free.
+ * hidx_image_load reads such an image into h, which must be freshly opened (no entry used) with the
+ * same number of main buckets; it checks the format, the geometry and the checksum before it
+ * changes h. Both return 0 or -errno (-EINVAL: not an image, or a geometry mismatch; SPW_E_CORRUPT
+ * from common/spw.h: a checksum or a length is wrong), with why filled on failure.
+ *
+ * Format: a header (magic "SPWIDX01", version, main buckets, overflow buckets, uncompressed bytes),
+ * the zstd frame, a trailer with the XXH3-64 of the compressed bytes and of the header.
+ */
+typedef struct hidx_image_info {
+	uint64_t buckets;            /* main buckets */
+	uint64_t overflow_buckets;   /* overflow buckets written (1-based indices 1..overflow_buckets) */
+	uint64_t file_bytes;         /* bytes written to / read from fd */
+	uint64_t checksum;           /* XXH3-64 of the whole file as written (for the checkpoint's meta) */
+} hidx_image_info;
+int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why, size_t whylen);
+int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t whylen);
+/* Raise the entry for hash's (bucket, tag) to addr if it holds less (recovery's repair). 0 or -ENOMEM. */
+int hidx_entry_raise(hidx *h, uint64_t hash, uint64_t addr);
+
 #endif

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include "common/spw.h"
 #include "index/hidx.h"
 
@@ -289,5 +290,82 @@ void hlog_info_get(hlog *l, hlog_info *out /* out */);
 /* Largest key + value the log can store in one record: a record may span pages, so this is bounded
  * by the memory region (less a page) and by 1 GiB, not by the page size. */
 uint64_t hlog_max_record_payload(hlog *l);
+
+/* ---------------- durability (log/ckpt.c, log/recover.c) ----------------
+ *
+ * Redo hook. With a hook set on a session (hlog_session_set_redo), every change that session makes
+ * to the store calls fn once, right after the change is published and before the operation
+ * returns: the value a key now has (HLOG_REDO_SET, the whole value and its absolute expiry), its
+ * deletion (HLOG_REDO_DEL, also a lazy expiry's), or a FLUSHALL. seq orders changes: two changes
+ * of one key get increasing seqs in the order the store applied them, whichever sessions made them
+ * (taken at the change's linearization point: under the record's lock for an in-place change, right
+ * before the publishing CAS for a new record). addr is the log address the change wrote (the new
+ * record, or the record changed in place); for FLUSHALL, the new BeginAddress - 1. A change is in a
+ * checkpoint whose cut is C exactly when addr < C (ckpt.c note 2): replay skips those. fn runs with
+ * the record locked: it must copy what it needs and must not call into the store.
+ */
+enum { HLOG_REDO_SET = 1, HLOG_REDO_DEL = 2, HLOG_REDO_FLUSHALL = 3 };
+typedef struct hlog_redo {
+	uint64_t seq;
+	uint64_t addr;
+	int kind;
+	const void *key;
+	size_t klen;
+	const void *val;          /* HLOG_REDO_SET only */
+	size_t vlen;
+	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
+} hlog_redo;
+typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
+/* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has
+ * a hook, so a store without an AOF pays nothing. */
+void hlog_session_set_redo(hlog_session *s, hlog_redo_fn fn, void *arg);
+/* The next seq the store will hand out; set it after recovery to one past the largest replayed. */
+uint64_t hlog_redo_seq(hlog *l);
+void hlog_redo_seq_set(hlog *l, uint64_t next);
+
+/*
+ * Checkpoints (ckpt.c). A checkpoint is: the log made durable up to a cut address C (with a device
+ * through the page writes plus the cut's partial page; without one, the in-memory log written to
+ * logdev by the checkpoint itself), an image of the hash index (zstd), and a metadata file that
+ * names both with their checksums. Files in dir: checkpoint.<n>.index and checkpoint.<n>.meta, each
+ * written under a .tmp name, synced, renamed, and the directory synced; the meta file last, so its
+ * presence means the checkpoint is complete. The two newest are kept. Writers keep going while it
+ * runs (no pause of the world: ckpt.c note 1).
+ *
+ * s is a session of the calling thread (with a device: attached) that nothing else uses. logdev:
+ * where the log's bytes go: the store's own device with a storage tier (hlog_config.dev), else a
+ * device of the caller's on <dir>/Store (the memory-only log). Returns 0 and fills *out, or -errno /
+ * SPW_E_* with out->why saying what failed (the previous checkpoint stays usable).
+ */
+typedef struct hlog_ckpt_info {
+	uint64_t id;              /* checkpoint number n (increasing) */
+	uint64_t begin, cut;      /* the log [begin, cut) it covers */
+	uint64_t scan_from;       /* where recovery re-reads the log to repair the fuzzy index image */
+	uint64_t keys, expires;
+	uint64_t next_seq;        /* the store's redo seq at the cut */
+	uint64_t index_bytes;     /* the index image file's size */
+	uint64_t log_bytes;       /* bytes of log this checkpoint wrote itself */
+	int64_t unix_ms;          /* when it completed */
+	uint64_t duration_us;
+	char why[256];            /* on failure: what failed, naming the file */
+} hlog_ckpt_info;
+int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, struct dev *logdev, hlog_ckpt_info *out);
+/* FLUSHALL and a checkpoint exclude each other (hlog_flush_all waits for a running checkpoint). */
+
+/*
+ * Recovery (recover.c). Loads checkpoint `which` (0 = the newest complete one, 1 = the one before),
+ * checks every file it needs first (meta and index checksums, the segments covering [begin, cut)),
+ * then loads the index image, repairs it from the log in [scan_from, cut), and sets the markers so
+ * that the store continues at cut. Call on a freshly opened store, before any operation, with s a
+ * session of the calling thread (attached with a device). Returns 0 with *out filled, HLOG_NOTFOUND
+ * when dir holds no checkpoint (an empty store), or an error with why saying which file is wrong
+ * and how. Progress for INFO: hlog_recover_progress.
+ */
+int hlog_recover(hlog *l, hlog_session *s, const char *dir, struct dev *logdev, int which,
+                 hlog_ckpt_info *out, char *why, size_t whylen);
+void hlog_recover_progress(hlog *l, uint64_t *done, uint64_t *total);
+/* Offline check of dir's checkpoints (spillway-check): every meta and index file, and with logdev
+ * the segments each needs. Prints what it found to out; returns the number of problems. */
+int hlog_ckpt_check(const char *dir, struct dev *logdev, FILE *out);
 
 #endif
