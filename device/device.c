@@ -430,6 +430,15 @@ static void dev_files_purge_below(dev_segtab *t, uint64_t until);
  * then open handles are released and, for files, the directory is swept once, so the cost follows
  * the segments that exist, not the width of the range.
  */
+void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len)
+{
+	const dev_segtab *t = d->segs;
+	if (t && t->dir)
+		snprintf(buf, len, "%s/%s%llu", t->dir, t->prefix ? t->prefix : "", (unsigned long long)seg);
+	else
+		snprintf(buf, len, "segment %llu", (unsigned long long)seg);
+}
+
 int dev_truncate_until(dev *d, uint64_t offset)
 {
 	dev_segtab *t;

@@ -266,6 +266,10 @@ static inline int dev_segment_remove(dev *d, uint64_t seg)
  * -EINVAL, or the -errno of that fsync. */
 int dev_truncate_until(dev *d, uint64_t offset);
 
+/* The name of segment seg for messages: "<dir>/<prefix><n>" for file backends, "segment <n>"
+ * otherwise. */
+void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len);
+
 /* Create segment seg now (its file: open, fallocate, directory fsync), from a background thread,
  * so that the first write there does not pay for it on a worker. 0 or -errno (-ENOENT: removed). */
 int dev_segment_prepare(dev *d, uint64_t seg);

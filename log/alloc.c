@@ -275,6 +275,24 @@ static void alloc_frames_release(hlog *l, uint64_t head)
 	pthread_mutex_unlock(&l->release_mu);
 }
 
+/* Note 5's marks for a spanning record of size bytes starting at page np: span_first at its first
+ * page, span_cont (with the end offset in the last one) at the others. */
+void alloc_span_mark(hlog *l, uint64_t np, uint64_t size)
+{
+	uint64_t mask = l->frame_slots - 1;
+	uint64_t last = np + ((size - 1) >> l->page_bits), end = (np << l->page_bits) + size;
+	atomic_store(&l->span_first[np & mask], np << 24 | (last - np));
+	for (uint64_t p = np + 1; p <= last; p++)
+		atomic_store(&l->span_cont[p & mask], p << 32 |
+		             (p == last ? end - (last << l->page_bits) : l->page_bytes));
+}
+
+/* Recovery: the cut's page continues a spanning record up to offset end (ckpt_meta.cut_page_cont). */
+void alloc_span_cont_set(hlog *l, uint64_t p, uint64_t end)
+{
+	atomic_store(&l->span_cont[p & (l->frame_slots - 1)], p << 32 | end);
+}
+
 /* ---------------- wake-ups and the sticky error (pending.c note 2, note 10) ---------------- */
 
 /* Wake sessions with ops waiting for a frame (pending.c note 2), after FlushedUntil, SafeHead or
@@ -547,13 +565,8 @@ static int alloc_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, 
 	for (uint64_t p = np; p <= last; p++)
 		alloc_frame_use(l, p);
 	uint64_t end = (np << l->page_bits) + size;
-	if (last > np) {
-		/* Spanning record: mark its pages before anyone can write or walk them (note 5). */
-		atomic_store(&l->span_first[np & mask], np << 24 | (last - np));
-		for (uint64_t p = np + 1; p <= last; p++)
-			atomic_store(&l->span_cont[p & mask], p << 32 |
-			             (p == last ? end - (last << l->page_bits) : l->page_bytes));
-	}
+	if (last > np)
+		alloc_span_mark(l, np, size);   /* before anyone can write or walk its pages (note 5) */
 	uint64_t ro = last > l->mutable_pages ? (last - l->mutable_pages) << l->page_bits : 0;
 	if (l->dev && last + 3 > l->max_pages) {
 		/* Ahead (note 8): what the turn after next needs becomes read-only (so its write starts
@@ -667,6 +680,90 @@ void alloc_truncate_release(hlog_session *s, uint64_t head)
 	marker_advance(&l->ro_bumped, head);
 	marker_advance(&l->head_bumped, head);
 	epoch_refresh(l->ep, s->id);
+}
+
+/* ---------------- checkpoint cut and recovery (ckpt.c note 1, recover.c) ---------------- */
+
+/* The cut (ckpt.c note 1): own the tail as a page-turn owner does (note 4), so that no allocation
+ * is in progress and none can start; move the tail to a multiple of align (a filler record, garbage
+ * to every walker, covers the gap; a page with less than a filler's room left is closed instead);
+ * raise ReadOnly to that address; give the tail back. Every record allocated later lies at or
+ * above the cut and every change after the new ReadOnly is seen lands there too, so the log below
+ * the cut, once SafeReadOnly passes it, is exactly the store at this instant. *begin_out: Begin at
+ * the cut (FLUSHALL also owns the tail to move it). */
+uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t *begin_out)
+{
+	hlog *l = s->l;
+	unsigned spins = 0;
+	for (;;) {
+		uint64_t w = atomic_fetch_add(&l->tail, l->page_bytes + 8);
+		uint64_t page = tail_page(l, w), off = tail_off(l, w);
+		if (off > l->page_bytes) {
+			for (;;) {
+				uint64_t t = load_acq(&l->tail);
+				if (tail_page(l, t) != page || tail_off(l, t) <= l->page_bytes)
+					break;
+				log_spin(&spins);
+			}
+			continue;
+		}
+		uint64_t noff = SPW_ALIGN_UP(off, (uint64_t)align), cut;
+		if (noff != off && noff - off < REC_HDR_BYTES)
+			noff += align;
+		if (noff >= l->page_bytes) {
+			noff = l->page_bytes;                  /* closed: the next allocation turns the page */
+			cut = (page + 1) << l->page_bits;
+		} else {
+			cut = (page << l->page_bits) + noff;
+			if (noff > off) {
+				log_rec *f = hlog_rec_at(l, (page << l->page_bits) + off);
+				f->key_len = 0;
+				f->val_len = (uint32_t)(noff - off - REC_HDR_BYTES);
+				atomic_store_explicit(&f->info, REC_SEALED, memory_order_release);   /* garbage */
+			}
+		}
+		*begin_out = load_acq(&l->begin);
+		marker_advance(&l->read_only, cut);
+		atomic_store_explicit(&l->tail, (page << l->tail_shift) | noff, memory_order_release);
+		alloc_ro_bump(l);
+		return cut;
+	}
+}
+
+/* Whether SafeReadOnly has reached cut; queues the epoch action again if a full drain list
+ * refused it, and lets due actions run (the caller holds no record). */
+bool alloc_cut_safe(hlog_session *s, uint64_t cut)
+{
+	hlog *l = s->l;
+	alloc_ro_bump(l);
+	log_epoch_step(s);
+	return load_acq(&l->safe_ro) >= cut;
+}
+
+/* Recovery (recover.c): the markers of a log that continues at cut, with [head, cut) in memory
+ * (the caller has filled those frames). Without a device head is Begin's page and every page up
+ * to cut's is in memory; with one, head is cut's page start and only that page is. Nothing else
+ * runs on the store yet. */
+void alloc_recover(hlog *l, uint64_t begin, uint64_t head, uint64_t cut)
+{
+	uint64_t pmask = ~(l->page_bytes - 1);
+	for (uint64_t i = 0; i < l->frame_slots; i++)
+		atomic_store(&l->frame_used[i], 0);
+	atomic_store(&l->allocated_pages, 0);
+	for (uint64_t p = head >> l->page_bits; p <= cut >> l->page_bits; p++)
+		alloc_frame_use(l, p);
+	atomic_store(&l->begin, begin);
+	atomic_store(&l->head, head);
+	atomic_store(&l->safe_head, head);
+	atomic_store(&l->head_bumped, head);
+	atomic_store(&l->evict_want, head);
+	atomic_store(&l->flush_claimed, cut & pmask);
+	atomic_store(&l->flushed_until, l->dev ? cut & pmask : cut);
+	atomic_store(&l->read_only, cut);
+	atomic_store(&l->safe_ro, cut);
+	atomic_store(&l->ro_bumped, cut);
+	uint64_t page = cut >> l->page_bits, off = cut & (l->page_bytes - 1);
+	atomic_store(&l->tail, (page << l->tail_shift) | off);
 }
 
 /* Re-queue actions a full drain list refused, move Head where a completion left it wanted, claim

@@ -28,6 +28,17 @@ int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need /* out */);
 uint64_t alloc_truncate(hlog_session *s);
 /* Queue the epoch action that frees the frames below head (and publishes SafeHead). */
 void alloc_truncate_release(hlog_session *s, uint64_t head);
+/* A checkpoint's cut (ckpt.c note 1): the tail moved to a multiple of align, ReadOnly raised to it;
+ * returns it, with Begin at that instant in *begin_out. */
+uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t *begin_out /* out */);
+/* Whether SafeReadOnly has passed cut (lets the epoch action run; call in a loop). */
+bool alloc_cut_safe(hlog_session *s, uint64_t cut);
+/* Recovery's markers: the log [begin, cut), with [head, cut) in memory (alloc.c). */
+void alloc_recover(hlog *l, uint64_t begin, uint64_t head, uint64_t cut);
+/* Spanning-record marks (alloc.c note 5): for a record of size bytes at page np; and the
+ * continuation mark of page p alone (recovery). */
+void alloc_span_mark(hlog *l, uint64_t np, uint64_t size);
+void alloc_span_cont_set(hlog *l, uint64_t p, uint64_t end);
 /* A poll's share: re-queue epoch actions a full drain list refused, move Head where a completion
  * left it wanted, claim the page writes that became due. */
 void alloc_maintain(hlog_session *s);

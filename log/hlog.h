@@ -300,8 +300,10 @@ uint64_t hlog_max_record_payload(hlog *l);
  * of one key get increasing seqs in the order the store applied them, whichever sessions made them
  * (taken at the change's linearization point: under the record's lock for an in-place change, right
  * before the publishing CAS for a new record). addr is the log address the change wrote (the new
- * record, or the record changed in place); for FLUSHALL, the new BeginAddress - 1. A change is in a
- * checkpoint whose cut is C exactly when addr < C (ckpt.c note 2): replay skips those. fn runs with
+ * record, or the record changed in place); for FLUSHALL, the new BeginAddress. A change is in a
+ * checkpoint whose cut is C exactly when addr < C (ckpt.c note 2): replay skips those (a FLUSHALL
+ * at exactly C is replayed on a state it already holds: harmless). A write racing a FLUSHALL on
+ * another session may be ordered on either side of it by seq. fn runs with
  * the record locked: it must copy what it needs and must not call into the store.
  */
 enum { HLOG_REDO_SET = 1, HLOG_REDO_DEL = 2, HLOG_REDO_FLUSHALL = 3 };
@@ -347,6 +349,7 @@ typedef struct hlog_ckpt_info {
 	uint64_t log_bytes;       /* bytes of log this checkpoint wrote itself */
 	int64_t unix_ms;          /* when it completed */
 	uint64_t duration_us;
+	uint64_t repaired;        /* recovery: valid records in [scan_from, cut) the index was raised to */
 	char why[256];            /* on failure: what failed, naming the file */
 } hlog_ckpt_info;
 int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, struct dev *logdev, hlog_ckpt_info *out);

@@ -124,6 +124,9 @@ struct hlog_session {
 	/* Read by other threads that signal this session's fd (alloc_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */
+	/* ops.c: the redo hook (hlog_session_set_redo), NULL when none. */
+	hlog_redo_fn redo;
+	void *redo_arg;
 	tier_session t;                    /* owned by the session's thread */
 } SPW_ALIGNED_CL;
 
@@ -186,6 +189,14 @@ struct hlog {
 	                                      spanning record it continues (walkers skip that far) */
 	_Atomic uint64_t allocated_pages;
 	_Atomic int64_t keys_base, expires_base;     /* subtracted from the session sums (FLUSHALL) */
+
+	/* Durability (ckpt.c, recover.c). */
+	_Atomic uint64_t redo_seq SPW_ALIGNED_CL;  /* the next redo seq (ops.c): one fetch_add per change */
+	pthread_mutex_t ckpt_mu;           /* a checkpoint's cut to its write-out, against FLUSHALL */
+	uint64_t ckpt_id;                  /* the last checkpoint's number (under ckpt_mu) */
+	uint64_t ckpt_from;                /* without a device: where the next checkpoint starts writing
+	                                      the in-memory log (the page of the last cut) */
+	_Atomic uint64_t rec_done, rec_total;      /* recovery's progress (hlog_recover_progress) */
 };
 
 /* Visit every record header in [max(BeginAddress, HeadAddress), TailAddress) in address order (the

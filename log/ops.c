@@ -216,6 +216,29 @@ static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool
 		op->ops->fill(op->ctx, old, dst, in_place);
 }
 
+/* The redo hook (hlog.h, "durability"): the change just made to k, at addr, with its seq. For an
+ * in-place change the caller holds the record's exclusive lock; for a new record it is published
+ * (the CAS won) but not yet valid, so nobody else can change it while fn copies it (note 1). */
+static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_key *k, bool wr,
+		const log_rec *r, uint64_t info, int64_t expire_ms)
+{
+	hlog_redo rd = {
+		.seq = seq, .addr = addr, .kind = wr ? HLOG_REDO_SET : HLOG_REDO_DEL,
+		.key = k->ptr, .klen = k->len,
+		.val = wr ? rec_val(r, info) : NULL, .vlen = wr ? r->val_len : 0,
+		.expire_ms = wr ? expire_ms : HLOG_NO_EXPIRY,
+	};
+	s->redo(s->redo_arg, &rd);
+}
+
+/* A redo seq, taken only by sessions with a hook: under the record's lock (in place) or right
+ * before the publishing CAS (a new record), so that one key's changes get increasing seqs in the
+ * order they were applied (hlog.h). */
+static inline uint64_t log_redo_seq(hlog_session *s)
+{
+	return SPW_UNLIKELY(s->redo != NULL) ? atomic_fetch_add(&s->l->redo_seq, 1) : 0;
+}
+
 /* One run of the update loop: what the lookup found and what the plan decided. */
 typedef struct log_upd {
 	hidx_slot slot;
@@ -230,6 +253,7 @@ typedef struct log_upd {
 	hlog_rmw_plan plan;
 	int result;                  /* what the operation returns once done */
 	bool wr, new_exp;            /* the new version: a value (not a tombstone), with an expiry */
+	const hlog_key *key;         /* the operation's key (for the redo hook) */
 	uint64_t vlen, size;
 } log_upd;
 
@@ -249,6 +273,7 @@ static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op,
 	bool fetched = false;
 
 	u->r = NULL;
+	u->key = k;
 	u->info = 0;
 	u->a = 0;
 	u->mut = false;
@@ -347,6 +372,8 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		info |= REC_TOMBSTONE;
 		log_count(s, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
+		if (SPW_UNLIKELY(s->redo != NULL))
+			log_redo(s, log_redo_seq(s), u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
 		rec_unlock_excl(r, info);
 		return u->result;
 	}
@@ -360,6 +387,9 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 			*(int64_t *)(r + 1) = u->plan.expire_ms;
 		info &= ~REC_TOMBSTONE;
 		ctr_add(&s->inplace_updates, 1);
+		if (SPW_UNLIKELY(s->redo != NULL))
+			log_redo(s, log_redo_seq(s), u->a, u->key, true, r, info,
+			         u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 		rec_unlock_excl(r, info);
 		return u->result;
 	}
@@ -411,12 +441,15 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	memcpy(rec_key(n, ninfo), k->ptr, k->len);
 	if (u->wr)
 		log_fill(op, u->oldp, rec_val(n, ninfo), false);
+	uint64_t seq = log_redo_seq(s);
 	/* The CAS publishes the record's bytes (release) to whoever reads the entry. */
 	if (!hidx_slot_cas(&u->slot, (uint64_t)na)) {
 		if (u->mut)
 			rec_unlock_excl(u->r, u->info);
 		return UPD_RESTART;   /* the record stays sealed and invalid: garbage */
 	}
+	if (SPW_UNLIKELY(s->redo != NULL) && (uint64_t)na >= load_acq(&l->begin))
+		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 	atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
 	/* Seal the source only after the new version is valid, so that whoever locks it next and
 	 * sees the seal finds the new version by restarting. */
@@ -518,12 +551,22 @@ uint64_t hlog_expires_count(hlog *l)
 	return n < 0 ? 0 : (uint64_t)n;
 }
 
+/* FLUSHALL waits for a checkpoint between its cut and its write-out (ckpt.c note 3): pages below
+ * the new Begin would never be written, and the checkpoint needs them. */
 int hlog_flush_all(hlog_session *s)
 {
 	hlog *l = s->l;
+	pthread_mutex_lock(&l->ckpt_mu);
+	uint64_t seq = log_redo_seq(s);
 	uint64_t head = alloc_truncate(s);
 	atomic_store(&l->keys_base, log_sum_keys(l));
 	atomic_store(&l->expires_base, log_sum_expires(l));
+	if (s->redo) {
+		hlog_redo rd = { .seq = seq, .addr = load_acq(&l->begin), .kind = HLOG_REDO_FLUSHALL,
+		                 .expire_ms = HLOG_NO_EXPIRY };
+		s->redo(s->redo_arg, &rd);
+	}
+	pthread_mutex_unlock(&l->ckpt_mu);
 	alloc_truncate_release(s, head);
 	return HLOG_OK;
 }

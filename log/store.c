@@ -68,6 +68,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	l->mem_fd = -1;
 	pthread_mutex_init(&l->release_mu, NULL);
 	pthread_mutex_init(&l->sig_mu, NULL);
+	pthread_mutex_init(&l->ckpt_mu, NULL);
+	atomic_store(&l->redo_seq, 1);
 
 	l->page_bytes = cfg->page_bytes;
 	l->page_bits = (uint32_t)__builtin_ctzll(cfg->page_bytes);
@@ -118,6 +120,7 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		l->sessions[i].id = i;
 		l->sessions[i].efd = -1;
 	}
+	l->ckpt_from = HLOG_FIRST_ADDRESS & ~(l->page_bytes - 1);
 
 	alloc_start(l);
 	*out = l;
@@ -137,6 +140,7 @@ void hlog_close(hlog *l)
 	free(l->sessions);
 	pthread_mutex_destroy(&l->release_mu);
 	pthread_mutex_destroy(&l->sig_mu);
+	pthread_mutex_destroy(&l->ckpt_mu);
 	free(l);
 }
 
@@ -166,6 +170,8 @@ static void store_session_tier_close(hlog_session *s)
 	readq_session_free(s);
 	scan_session_free(s);
 	memset(&s->t, 0, sizeof(s->t));
+	s->redo = NULL;
+	s->redo_arg = NULL;
 }
 
 void hlog_session_close(hlog_session *s)
@@ -181,6 +187,15 @@ void hlog_session_protect(hlog_session *s) { epoch_protect(s->l->ep, s->id); }
 void hlog_session_unprotect(hlog_session *s) { epoch_unprotect(s->l->ep, s->id); }
 void hlog_session_refresh(hlog_session *s) { epoch_refresh(s->l->ep, s->id); }
 void hlog_session_set_now(hlog_session *s, int64_t now_ms) { s->now_ms = now_ms; }
+
+void hlog_session_set_redo(hlog_session *s, hlog_redo_fn fn, void *arg)
+{
+	s->redo = fn;
+	s->redo_arg = arg;
+}
+
+uint64_t hlog_redo_seq(hlog *l) { return atomic_load(&l->redo_seq); }
+void hlog_redo_seq_set(hlog *l, uint64_t next) { atomic_store(&l->redo_seq, next); }
 
 int hlog_session_attach(hlog_session *s, hlog_ready_fn ready, void *cb_arg)
 {
