@@ -429,6 +429,10 @@ int aof_writer_flush(aof_writer *w)
 			rc = -errno;
 			break;
 		}
+		if (k == 0) {   /* no progress and no error: never spin on it */
+			rc = -EIO;
+			break;
+		}
 		done += (size_t)k;
 	}
 	/* Note 1: what the kernel took leaves the buffer, the rest waits for the next flush. */
@@ -683,8 +687,9 @@ static int reader_ensure(aof_reader *r, uint64_t off, size_t n)
 	r->boff = off;
 	r->len = keep;
 	size_t want = n > AOF_READ_BUF ? n : AOF_READ_BUF;
-	/* A window grown for a big record shrinks back once records are small again. */
-	if (r->cap < want || (r->cap > 4 * (size_t)AOF_READ_BUF && want == AOF_READ_BUF)) {
+	/* A window grown for a big record shrinks back once what it keeps and needs is small again. */
+	if (r->cap < want || (r->cap > 4 * (size_t)AOF_READ_BUF && want == AOF_READ_BUF &&
+	                      keep <= AOF_READ_BUF)) {
 		uint8_t *nb = realloc(r->buf, want);
 		if (!nb) return -ENOMEM;
 		r->buf = nb;
