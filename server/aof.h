@@ -12,6 +12,10 @@
  *           first 8 bytes and the payload | payload: u64 seq | u64 addr | i64 expire_ms |
  *           u32 klen | u32 vlen | key | value
  *
+ * Integers are little-endian. The record's checksum is XXH3_64bits_withSeed(payload, len, seed)
+ * with seed = the record's first 8 bytes as a little-endian u64 (one pass over the payload; a change
+ * in len, kind or the zero bytes changes the seed and so the hash).
+ *
  * A record that runs past the end of the file, or fails its checksum and ends exactly at the end,
  * or a tail of zero bytes, is a torn tail: replay cuts it (and says how many bytes it dropped);
  * aof_check with fix truncates the file there. A bad record with more bytes after it is corruption
@@ -43,9 +47,11 @@ int aof_dir_prepare(const char *dir);
 int aof_sync_thread_start(void);
 void aof_sync_thread_stop(void);
 
-/* A writer for worker `worker`, generation gen: creates and syncs the file (and the directory). */
+/* A writer for worker `worker`, generation gen: creates and syncs the file (and the directory;
+ * appendonlydir is made when missing). -EEXIST when that file exists already. */
 int aof_writer_open(aof_writer **out, const char *dir, int worker, uint64_t gen, int fsync_mode);
-/* Flush, sync, close; the file goes to the registry of closed files with its largest addr. */
+/* Flush, sync, close; the file goes to the registry of closed files with its largest addr (a file
+ * that got no record is removed instead). */
 void aof_writer_close(aof_writer *w);
 /* The hlog_redo_fn: append one record to the writer's buffer (arg is the aof_writer). */
 void aof_redo(void *arg, const hlog_redo *r);
@@ -87,7 +93,8 @@ typedef struct aof_replay_stats {
 } aof_replay_stats;
 /* Replay every AOF file in dir in seq order, skipping records with addr < cut; apply returns 0 or
  * -errno (which stops replay). 0, or -errno / SPW_E_CORRUPT with why naming the file and offset.
- * stats may be read (bytes_done) from another thread while it runs. */
+ * stats (may be NULL) may be read (bytes_done) from another thread while it runs. Files of zero
+ * length or with a torn header only count as torn tails. */
 int aof_replay(const char *dir, uint64_t cut, int (*apply)(void *ctx, const aof_rec *r), void *ctx,
                aof_replay_stats *stats, char *why, size_t whylen);
 /* Offline check of every AOF file in dir (spillway-check); with fix, truncate torn tails. Prints to
