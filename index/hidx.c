@@ -80,6 +80,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include "index/hidx_int.h"
 
@@ -208,8 +209,9 @@ out:
 	return rc;
 }
 
-/* Take back a bucket that was never published (its link CAS lost). It is still all zero. */
-static void hidx_overflow_free(hidx *h, uint64_t idx)
+/* Take back a bucket that was never published (its link CAS lost). It is still all zero. Also used
+ * by an image load for the buckets no chain of the image reaches (hidx_int.h). */
+void hidx_overflow_free(hidx *h, uint64_t idx)
 {
 	hidx_bucket *b = hidx_overflow_at(h, idx);
 
@@ -217,6 +219,51 @@ static void hidx_overflow_free(hidx *h, uint64_t idx)
 	atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
 	h->hx_ovf_free = idx;
 	h->hx_ovf_free_count++;
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+}
+
+int hidx_overflow_reserve(hidx *h, uint64_t n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	if (h->hx_ovf_next != 1 || n > HIDX_OVF_MAX_BUCKETS) {
+		rc = -EINVAL;
+		goto out;
+	}
+	while (h->hx_ovf_npages * HIDX_OVF_PAGE_BUCKETS < n) {
+		hidx_bucket *mem = hidx_map(HIDX_OVF_PAGE_BYTES);
+
+		if (!mem) {
+			rc = -ENOMEM;   /* the pages mapped so far stay counted; hidx_reset unmaps them */
+			goto out;
+		}
+		atomic_store_explicit(&h->hx_ovf_pages[h->hx_ovf_npages], mem, memory_order_release);
+		h->hx_ovf_npages++;
+	}
+	h->hx_ovf_next = n + 1;
+out:
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+	return rc;
+}
+
+/* Only with no other thread using h (a failed image load): unmapping pages breaks invariant 3 for
+ * any reader still walking a chain. */
+void hidx_reset(hidx *h)
+{
+	/* A private anonymous mapping reads back as zeros after MADV_DONTNEED, and gives the memory back;
+	 * memset is the fallback where the advice is refused. */
+	if (madvise(h->hx_buckets, h->hx_main_bytes, MADV_DONTNEED) != 0)
+		memset(h->hx_buckets, 0, h->hx_main_bytes);
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	for (uint64_t p = 0; p < h->hx_ovf_npages; p++) {
+		munmap(atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed), HIDX_OVF_PAGE_BYTES);
+		atomic_store_explicit(&h->hx_ovf_pages[p], NULL, memory_order_relaxed);
+	}
+	h->hx_ovf_npages = 0;
+	h->hx_ovf_next = 1;
+	h->hx_ovf_free = 0;
+	h->hx_ovf_free_count = 0;
 	pthread_mutex_unlock(&h->hx_ovf_lock);
 }
 

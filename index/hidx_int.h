@@ -81,4 +81,13 @@ static inline hidx_bucket *hidx_bucket_next(const hidx *h, hidx_bucket *b, memor
 	return idx ? hidx_overflow_at(h, idx) : NULL;
 }
 
+/* For index images (hidx_image.c), with no other thread using h. hidx_overflow_reserve maps pages
+ * so that overflow buckets 1..n exist and counts them as handed out (hx_ovf_next = n + 1); h's
+ * allocator must be untouched. 0, -EINVAL (allocator used, or n too large) or -ENOMEM.
+ * hidx_overflow_free puts an all-zero, unlinked bucket on the free list (any thread; takes the lock).
+ * hidx_reset returns h to its state at hidx_open: main array zero, overflow pages unmapped. */
+int hidx_overflow_reserve(hidx *h, uint64_t n);
+void hidx_overflow_free(hidx *h, uint64_t idx);
+void hidx_reset(hidx *h);
+
 #endif

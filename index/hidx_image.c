@@ -1,0 +1,656 @@
+/*
+ * hidx_image.c - index images: the hash index streamed to a file and read back (checkpoints).
+ *
+ * FORMAT (every integer little-endian; version 1)
+ *
+ *   header, 40 bytes
+ *      0  magic "SPWIDX01"
+ *      8  u32 version (1)
+ *     12  u32 reserved (0)
+ *     16  u64 main buckets B
+ *     24  u64 overflow buckets N (1-based indices 1..N)
+ *     32  u64 uncompressed bytes, always (B + N) * 64
+ *   one zstd frame of the uncompressed bytes: main buckets 0..B-1, then overflow buckets 1..N, each
+ *     the 64 bytes of hidx_bucket (7 entry words, then the overflow word: 0 or an index in 1..N)
+ *   trailer, 16 bytes
+ *      0  u64 XXH3-64 of the frame's bytes
+ *      8  u64 XXH3-64 of the header's 40 bytes
+ *
+ * The checkpoint's meta file records the XXH3-64 of the whole file (hidx_image_info.checksum).
+ *
+ * INVARIANTS OF AN IMAGE (what hidx_image_save guarantees and hidx_image_load checks or restores)
+ *  1. No word carries the tentative bit (a claim in progress is written as a free slot).
+ *  2. Every overflow word is 0 or an index in 1..N, and the chains that start at the main buckets
+ *     never share a bucket, so they end and have no cycles.
+ *  3. Each bucket a chain of the image reaches was published in the live index, linked the same way.
+ *     Overflow buckets no chain reaches are written as zeros; the load gives them to the free list.
+ *  4. An entry that existed when hidx_image_save was called and did not change while it ran is in the
+ *     image, in its chain, with its address. An entry created, moved or cleared during the save may
+ *     be in the image older, newer or not at all: the caller repairs those from the log written since
+ *     the save began (hidx_entry_raise), so it must read that address before calling the save.
+ *  5. A chain may hold two confirmed entries with one tag: an entry cleared (hidx_clear_below) after
+ *     the save copied it, and created again in a slot the save had not reached. The load keeps the one
+ *     with the higher address, the newer one as the log only appends, and frees the other, so the
+ *     loaded index keeps hidx.c's invariant 1 (one confirmed entry per bucket and tag).
+ *
+ * HOW THE SAVE KEEPS 2 AND 3 WHILE OTHER THREADS PUBLISH
+ *   N is hx_ovf_next - 1, read under the allocator lock before anything is copied: the header goes
+ *   out first, and every bucket up to N has its page (hidx.c invariant 5). Pass 1 streams the main
+ *   array; for each bucket it follows the live chain with acquire loads, as any reader, and marks the
+ *   overflow buckets it reaches. Those are published, and a published link never changes (hidx.c
+ *   invariant 3), so each has one parent. Pass 2 streams buckets 1..N: a marked bucket as it is now,
+ *   an unmarked one as zeros. Copying every overflow bucket as it is would be wrong: a bucket on the
+ *   allocator's free list keeps the free list's link in its overflow word, which would put a free
+ *   bucket, or one published in another chain meanwhile, into a chain of the image. A link to a bucket
+ *   beyond N (allocated during the save) is written as 0. A marked bucket may link to an unmarked one
+ *   (linked after pass 1 went by): that target is written as zeros and has no other parent, so the
+ *   link stays. Either way only entries created during the save are lost (invariant 4).
+ *
+ * HOW THE LOAD TREATS h
+ *   It decompresses straight into h (main array, then overflow pages it maps through
+ *   hidx_overflow_reserve), then checks the trailer's checksums, the length and invariants 1-2, and
+ *   restores 5; on any failure it returns h to empty (hidx_reset), so the caller can treat h as never
+ *   touched. A header that does not match h is still read to the end (into a scratch buffer), so that
+ *   a damaged header is told apart from a real geometry mismatch.
+ *
+ * Sections: byte order and helpers, save, load, raise.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+#include "index/hidx_int.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "index images are little-endian and copy buckets as they lie in memory: add byte swaps here"
+#endif
+
+#define HIDX_IMAGE_MAGIC "SPWIDX01"
+#define HIDX_IMAGE_VERSION 1u
+#define HIDX_IMAGE_HEADER_BYTES 40
+#define HIDX_IMAGE_TRAILER_BYTES 16
+/* Buckets copied per compression call: 1 MiB of words. */
+#define HIDX_IMAGE_CHUNK_BUCKETS ((1u << 20) / HIDX_BUCKET_BYTES)
+
+/* ---- byte order and helpers -------------------------------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static int image_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int image_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* Write all of buf, resuming after signals and short writes. 0 or -errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read up to len bytes, fewer only at end of file. The count or -errno. */
+static ssize_t read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static uint64_t bucket_count(const hidx *h) { return h->hx_mask + 1; }
+
+/* ---- save -------------------------------------------------------------------------------------- */
+
+typedef struct image_writer {
+	int fd;
+	ZSTD_CCtx *cctx;
+	void *zbuf;                /* compressed output */
+	size_t zcap;
+	XXH3_state_t *frame_xxh;   /* the frame's bytes */
+	XXH3_state_t *file_xxh;    /* every byte written */
+	uint64_t file_bytes;
+	char *why;
+	size_t whylen;
+} image_writer;
+
+static int writer_put(image_writer *w, const void *buf, size_t len, bool frame)
+{
+	int rc = write_all(w->fd, buf, len);
+
+	if (rc)
+		return image_fail(w->why, w->whylen, rc, "index image: write: %s", strerror(-rc));
+	if (frame)
+		XXH3_64bits_update(w->frame_xxh, buf, len);
+	XXH3_64bits_update(w->file_xxh, buf, len);
+	w->file_bytes += len;
+	return 0;
+}
+
+/* Compress len bytes (end: and finish the frame), writing what zstd gives back. 0 or -errno. */
+static int writer_compress(image_writer *w, const void *src, size_t len, bool end)
+{
+	ZSTD_inBuffer in = { src, len, 0 };
+	const ZSTD_EndDirective mode = end ? ZSTD_e_end : ZSTD_e_continue;
+
+	for (;;) {
+		ZSTD_outBuffer out = { w->zbuf, w->zcap, 0 };
+		size_t left = ZSTD_compressStream2(w->cctx, &out, &in, mode);
+		int rc;
+
+		if (ZSTD_isError(left))
+			return image_fail(w->why, w->whylen, -EIO, "index image: zstd: %s",
+					  ZSTD_getErrorName(left));
+		if (out.pos && (rc = writer_put(w, w->zbuf, out.pos, true)))
+			return rc;
+		if (end ? left == 0 : in.pos == in.size)
+			return 0;
+	}
+}
+
+static inline void bitmap_set(uint64_t *bm, uint64_t i) { bm[i >> 6] |= 1ULL << (i & 63); }
+static inline bool bitmap_test(const uint64_t *bm, uint64_t i) { return bm[i >> 6] >> (i & 63) & 1; }
+
+/* One bucket as the image holds it: entries with relaxed loads (the image is fuzzy anyway), tentative
+ * claims as free slots, and a link beyond the image's overflow count as the end of the chain. */
+static uint64_t copy_bucket(hidx_bucket *dst, hidx_bucket *src, uint64_t novf)
+{
+	uint64_t link;
+
+	for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++) {
+		uint64_t w = atomic_load_explicit(&src->hb_entry[j], memory_order_relaxed);
+
+		atomic_store_explicit(&dst->hb_entry[j], (w & HIDX_TENTATIVE) ? 0 : w, memory_order_relaxed);
+	}
+	/* acquire: pass 1 follows this link into a page that the link's publisher mapped */
+	link = atomic_load_explicit(&src->hb_overflow, memory_order_acquire);
+	if (link > novf)
+		link = 0;
+	atomic_store_explicit(&dst->hb_overflow, link, memory_order_relaxed);
+	return link;
+}
+
+int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why, size_t whylen)
+{
+	const uint64_t buckets = bucket_count(h);
+	unsigned char hdr[HIDX_IMAGE_HEADER_BYTES], trl[HIDX_IMAGE_TRAILER_BYTES];
+	image_writer w = { .fd = fd, .why = why, .whylen = whylen };
+	hidx_bucket *chunk = NULL;
+	uint64_t *marked = NULL;
+	uint64_t novf, raw;
+	size_t zr;
+	int rc = -ENOMEM;
+
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	novf = h->hx_ovf_next - 1;
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+	raw = (buckets + novf) * HIDX_BUCKET_BYTES;
+
+	w.cctx = ZSTD_createCCtx();
+	w.zcap = ZSTD_CStreamOutSize();
+	w.zbuf = malloc(w.zcap);
+	w.frame_xxh = XXH3_createState();
+	w.file_xxh = XXH3_createState();
+	chunk = aligned_alloc(HIDX_BUCKET_BYTES, HIDX_IMAGE_CHUNK_BUCKETS * sizeof(hidx_bucket));
+	marked = calloc(novf / 64 + 1, sizeof(*marked));
+	if (!w.cctx || !w.zbuf || !w.frame_xxh || !w.file_xxh || !chunk || !marked) {
+		rc = image_fail(why, whylen, -ENOMEM, "index image: out of memory");
+		goto out;
+	}
+	zr = ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_compressionLevel, zstd_level);
+	if (!ZSTD_isError(zr))
+		zr = ZSTD_CCtx_setPledgedSrcSize(w.cctx, raw);
+	if (ZSTD_isError(zr)) {
+		rc = image_fail(why, whylen, -EINVAL, "index image: zstd level %d: %s", zstd_level,
+				ZSTD_getErrorName(zr));
+		goto out;
+	}
+	XXH3_64bits_reset(w.frame_xxh);
+	XXH3_64bits_reset(w.file_xxh);
+
+	memcpy(hdr, HIDX_IMAGE_MAGIC, 8);
+	put_u32(hdr + 8, HIDX_IMAGE_VERSION);
+	put_u32(hdr + 12, 0);
+	put_u64(hdr + 16, buckets);
+	put_u64(hdr + 24, novf);
+	put_u64(hdr + 32, raw);
+	if ((rc = writer_put(&w, hdr, sizeof(hdr), false)))
+		goto out;
+
+	/* pass 1: the main array, marking the overflow buckets its chains reach now */
+	for (uint64_t i = 0; i < buckets; i += HIDX_IMAGE_CHUNK_BUCKETS) {
+		uint64_t n = SPW_MIN(buckets - i, (uint64_t)HIDX_IMAGE_CHUNK_BUCKETS);
+
+		for (uint64_t k = 0; k < n; k++) {
+			uint64_t idx = copy_bucket(&chunk[k], &h->hx_buckets[i + k], novf);
+
+			/* Chains share no bucket (hidx.c invariant 3), so a marked index ends the walk
+			 * only if something is badly wrong; it keeps the walk finite regardless. */
+			while (idx && idx <= novf && !bitmap_test(marked, idx)) {
+				bitmap_set(marked, idx);
+				idx = atomic_load_explicit(&hidx_overflow_at(h, idx)->hb_overflow,
+							   memory_order_acquire);
+			}
+		}
+		if ((rc = writer_compress(&w, chunk, n * sizeof(hidx_bucket), false)))
+			goto out;
+	}
+	/* pass 2: overflow buckets 1..novf, the unmarked ones as zeros (see the notes above) */
+	for (uint64_t i = 1; i <= novf; i += HIDX_IMAGE_CHUNK_BUCKETS) {
+		uint64_t n = SPW_MIN(novf + 1 - i, (uint64_t)HIDX_IMAGE_CHUNK_BUCKETS);
+
+		for (uint64_t k = 0; k < n; k++) {
+			if (bitmap_test(marked, i + k))
+				copy_bucket(&chunk[k], hidx_overflow_at(h, i + k), novf);
+			else
+				memset(&chunk[k], 0, sizeof(chunk[k]));
+		}
+		if ((rc = writer_compress(&w, chunk, n * sizeof(hidx_bucket), false)))
+			goto out;
+	}
+	if ((rc = writer_compress(&w, NULL, 0, true)))
+		goto out;
+
+	put_u64(trl, XXH3_64bits_digest(w.frame_xxh));
+	put_u64(trl + 8, XXH3_64bits(hdr, sizeof(hdr)));
+	if ((rc = writer_put(&w, trl, sizeof(trl), false)))
+		goto out;
+	if (out) {
+		out->buckets = buckets;
+		out->overflow_buckets = novf;
+		out->file_bytes = w.file_bytes;
+		out->checksum = XXH3_64bits_digest(w.file_xxh);
+	}
+	rc = 0;
+out:
+	free(marked);
+	free(chunk);
+	XXH3_freeState(w.file_xxh);
+	XXH3_freeState(w.frame_xxh);
+	free(w.zbuf);
+	ZSTD_freeCCtx(w.cctx);
+	return rc;
+}
+
+/* ---- load -------------------------------------------------------------------------------------- */
+
+/* Where decompressed bytes go: h's main array, then its overflow pages one by one; past those, or for
+ * an image that does not fit h, a scratch buffer that only counts them. */
+typedef struct image_sink {
+	hidx *h;              /* NULL: everything goes to scratch */
+	uint64_t novf;
+	uint64_t region;      /* 0 = main array, p + 1 = overflow page p, ~0 = scratch */
+	char *dst;
+	size_t len, pos;
+	char *scratch;
+	size_t scratch_len;
+	uint64_t total;       /* bytes decompressed */
+} image_sink;
+
+static void sink_next(image_sink *s)
+{
+	uint64_t page = s->region;   /* the page after region (region 0 is the main array) */
+
+	if (s->h && s->region != UINT64_MAX && page * HIDX_OVF_PAGE_BUCKETS < s->novf) {
+		uint64_t n = SPW_MIN(s->novf - page * HIDX_OVF_PAGE_BUCKETS, HIDX_OVF_PAGE_BUCKETS);
+
+		s->region++;
+		s->dst = (char *)hidx_overflow_at(s->h, page * HIDX_OVF_PAGE_BUCKETS + 1);
+		s->len = n * HIDX_BUCKET_BYTES;
+	} else {
+		s->region = UINT64_MAX;
+		s->dst = s->scratch;
+		s->len = s->scratch_len;
+	}
+	s->pos = 0;
+}
+
+/* The per-chain part of the structure check: invariants 1 and 2, and 5 restored. */
+typedef struct chain_entry {
+	uint64_t tag, addr;
+	_Atomic uint64_t *slot;
+} chain_entry;
+
+static int chain_entry_cmp(const void *a, const void *b)
+{
+	const chain_entry *x = a, *y = b;
+
+	return x->tag < y->tag ? -1 : x->tag > y->tag;
+}
+
+/* Check every chain of a freshly decompressed h and free the overflow buckets none reaches.
+ * 0, -ENOMEM, or SPW_E_CORRUPT with why. */
+static int image_check_chains(hidx *h, uint64_t novf, char *why, size_t whylen)
+{
+	const uint64_t buckets = bucket_count(h);
+	uint64_t *seen = calloc(novf / 64 + 1, sizeof(*seen));
+	chain_entry *es = NULL;
+	size_t ecap = 0;
+	int rc = 0;
+
+	if (!seen)
+		return image_fail(why, whylen, -ENOMEM, "index image: out of memory");
+	for (uint64_t i = 0; i < buckets && !rc; i++) {
+		hidx_bucket *b = &h->hx_buckets[i];
+		uint64_t idx = 0;
+		size_t n = 0;
+
+		for (;;) {
+			uint64_t link;
+
+			for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++) {
+				uint64_t w = atomic_load_explicit(&b->hb_entry[j], memory_order_relaxed);
+
+				if (!w)
+					continue;
+				if (w & HIDX_TENTATIVE) {
+					rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: main bucket "
+							"%llu's chain holds a tentative entry",
+							(unsigned long long)i);
+					goto out;
+				}
+				if (n == ecap) {
+					size_t cap = ecap ? 2 * ecap : 64;
+					chain_entry *ne = realloc(es, cap * sizeof(*es));
+
+					if (!ne) {
+						rc = image_fail(why, whylen, -ENOMEM, "index image: out of memory");
+						goto out;
+					}
+					es = ne;
+					ecap = cap;
+				}
+				es[n++] = (chain_entry){ w & HIDX_TAG_MASK, w & HIDX_ADDR_MASK, &b->hb_entry[j] };
+			}
+			link = atomic_load_explicit(&b->hb_overflow, memory_order_relaxed);
+			if (!link)
+				break;
+			if (link > novf || bitmap_test(seen, link)) {
+				rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: %s bucket %llu links to "
+						"overflow bucket %llu, %s", idx ? "overflow" : "main",
+						(unsigned long long)(idx ? idx : i), (unsigned long long)link,
+						link > novf ? "beyond the image's overflow buckets"
+							    : "which another bucket links to");
+				goto out;
+			}
+			bitmap_set(seen, link);
+			idx = link;
+			b = hidx_overflow_at(h, idx);
+		}
+		/* invariant 5: of entries sharing a tag keep the highest address */
+		if (n > 1) {
+			qsort(es, n, sizeof(*es), chain_entry_cmp);
+			for (size_t k = 1; k < n; k++) {
+				if (es[k].tag != es[k - 1].tag)
+					continue;
+				if (es[k].addr < es[k - 1].addr) {   /* carry the keeper forward */
+					chain_entry t = es[k];
+					es[k] = es[k - 1];
+					es[k - 1] = t;
+				}
+				atomic_store_explicit(es[k - 1].slot, 0, memory_order_relaxed);
+			}
+		}
+	}
+	/* invariant 3: buckets no chain reaches are free (zeros, as the save wrote them) */
+	for (uint64_t idx = novf; idx >= 1; idx--) {
+		if (!bitmap_test(seen, idx)) {
+			memset(hidx_overflow_at(h, idx), 0, sizeof(hidx_bucket));
+			hidx_overflow_free(h, idx);
+		}
+	}
+out:
+	free(es);
+	free(seen);
+	return rc;
+}
+
+int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t whylen)
+{
+	const uint64_t buckets = bucket_count(h);
+	unsigned char hdr[HIDX_IMAGE_HEADER_BYTES], trl[HIDX_IMAGE_TRAILER_BYTES];
+	image_sink sink = { 0 };
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	XXH3_state_t *frame_xxh = XXH3_createState(), *file_xxh = XXH3_createState();
+	size_t icap = ZSTD_DStreamInSize();
+	void *ibuf = malloc(icap);
+	ZSTD_inBuffer in = { ibuf, 0, 0 };
+	uint64_t hbuckets, novf, raw, frame_sum, header_sum, file_bytes;
+	bool fresh, fits, touched = false, out_full = false;
+	size_t zr = 1, left;
+	ssize_t got;
+	int rc;
+
+	sink.scratch_len = 1u << 17;
+	sink.scratch = malloc(sink.scratch_len);
+	if (!dctx || !frame_xxh || !file_xxh || !ibuf || !sink.scratch) {
+		rc = image_fail(why, whylen, -ENOMEM, "index image: out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	fresh = h->hx_ovf_next == 1;
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+	if (!fresh) {
+		rc = image_fail(why, whylen, -EINVAL, "index image: the index to load into is in use");
+		goto out;
+	}
+	XXH3_64bits_reset(frame_xxh);
+	XXH3_64bits_reset(file_xxh);
+
+	got = read_full(fd, hdr, sizeof(hdr));
+	if (got < 0) {
+		rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
+		goto out;
+	}
+	if (got < 8 || memcmp(hdr, HIDX_IMAGE_MAGIC, 8) != 0) {
+		rc = image_fail(why, whylen, -EINVAL, "index image: not an index image (no magic %s)",
+				HIDX_IMAGE_MAGIC);
+		goto out;
+	}
+	if (got < (ssize_t)sizeof(hdr)) {
+		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated header (%zd of %zu bytes)",
+				got, sizeof(hdr));
+		goto out;
+	}
+	if (get_u32(hdr + 8) != HIDX_IMAGE_VERSION) {
+		rc = image_fail(why, whylen, -EINVAL, "index image: version %u, this build reads %u",
+				get_u32(hdr + 8), HIDX_IMAGE_VERSION);
+		goto out;
+	}
+	XXH3_64bits_update(file_xxh, hdr, sizeof(hdr));
+	file_bytes = sizeof(hdr);
+	hbuckets = get_u64(hdr + 16);
+	novf = get_u64(hdr + 24);
+	raw = get_u64(hdr + 32);
+	/* Only an image that fits h goes into h; any other is decompressed into scratch so that the
+	 * trailer can say whether the header itself is damaged. */
+	fits = hbuckets == buckets && novf <= HIDX_OVF_MAX_BUCKETS &&
+	       raw == (buckets + novf) * HIDX_BUCKET_BYTES;
+	if (fits) {
+		rc = hidx_overflow_reserve(h, novf);
+		touched = true;
+		if (rc) {
+			rc = image_fail(why, whylen, rc, "index image: mapping %llu overflow buckets: %s",
+					(unsigned long long)novf, strerror(-rc));
+			goto out;
+		}
+		sink.h = h;
+		sink.novf = novf;
+		sink.dst = (char *)h->hx_buckets;
+		sink.len = h->hx_main_bytes;
+	} else {
+		sink.region = UINT64_MAX;
+		sink.dst = sink.scratch;
+		sink.len = sink.scratch_len;
+	}
+
+	while (zr != 0) {
+		ZSTD_outBuffer ob;
+		size_t before;
+
+		/* A call that filled its output may hold more output back: call again before reading. */
+		if (in.pos == in.size && !out_full) {
+			got = read_full(fd, ibuf, icap);
+			if (got < 0) {
+				rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
+				goto out;
+			}
+			if (got == 0) {
+				rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated in the zstd "
+						"frame (%llu bytes read)", (unsigned long long)file_bytes);
+				goto out;
+			}
+			in.size = (size_t)got;
+			in.pos = 0;
+		}
+		if (sink.pos == sink.len)
+			sink_next(&sink);
+		ob = (ZSTD_outBuffer){ sink.dst + sink.pos, sink.len - sink.pos, 0 };
+		before = in.pos;
+		zr = ZSTD_decompressStream(dctx, &ob, &in);
+		if (ZSTD_isError(zr)) {
+			rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: zstd: %s (after %llu bytes)",
+					ZSTD_getErrorName(zr), (unsigned long long)file_bytes);
+			goto out;
+		}
+		XXH3_64bits_update(frame_xxh, (const char *)ibuf + before, in.pos - before);
+		XXH3_64bits_update(file_xxh, (const char *)ibuf + before, in.pos - before);
+		file_bytes += in.pos - before;
+		out_full = ob.pos == ob.size;
+		sink.pos += ob.pos;
+		sink.total += ob.pos;
+	}
+
+	/* the trailer: what the last read brought past the frame, then the rest */
+	left = SPW_MIN(in.size - in.pos, sizeof(trl));
+	memcpy(trl, (const char *)ibuf + in.pos, left);
+	in.pos += left;
+	if (left < sizeof(trl)) {
+		got = read_full(fd, trl + left, sizeof(trl) - left);
+		if (got < 0) {
+			rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
+			goto out;
+		}
+		if ((size_t)got < sizeof(trl) - left) {
+			rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated trailer");
+			goto out;
+		}
+	} else if (in.pos < in.size) {
+		/* Read past the image: leave fd just after it, as a caller reading on expects. A pipe
+		 * cannot seek back; nothing here depends on it. */
+		(void)lseek(fd, -(off_t)(in.size - in.pos), SEEK_CUR);
+	}
+	XXH3_64bits_update(file_xxh, trl, sizeof(trl));
+	file_bytes += sizeof(trl);
+
+	frame_sum = XXH3_64bits_digest(frame_xxh);
+	header_sum = XXH3_64bits(hdr, sizeof(hdr));
+	if (get_u64(trl + 8) != header_sum) {
+		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: header checksum mismatch (file says "
+				"%016llx, header gives %016llx)", (unsigned long long)get_u64(trl + 8),
+				(unsigned long long)header_sum);
+		goto out;
+	}
+	if (get_u64(trl) != frame_sum) {
+		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: checksum mismatch (file says "
+				"%016llx, data gives %016llx)", (unsigned long long)get_u64(trl),
+				(unsigned long long)frame_sum);
+		goto out;
+	}
+	if (hbuckets != buckets) {
+		rc = image_fail(why, whylen, -EINVAL, "index image: geometry mismatch (the image has %llu main "
+				"buckets, the index %llu)", (unsigned long long)hbuckets,
+				(unsigned long long)buckets);
+		goto out;
+	}
+	if (!fits || sink.total != raw) {
+		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: length mismatch (header says %llu "
+				"bytes for %llu + %llu buckets, the frame gives %llu)", (unsigned long long)raw,
+				(unsigned long long)hbuckets, (unsigned long long)novf,
+				(unsigned long long)sink.total);
+		goto out;
+	}
+	rc = image_check_chains(h, novf, why, whylen);
+	if (rc)
+		goto out;
+	if (out) {
+		out->buckets = buckets;
+		out->overflow_buckets = novf;
+		out->file_bytes = file_bytes;
+		out->checksum = XXH3_64bits_digest(file_xxh);
+	}
+out:
+	if (rc && touched)
+		hidx_reset(h);
+	free(sink.scratch);
+	free(ibuf);
+	XXH3_freeState(file_xxh);
+	XXH3_freeState(frame_xxh);
+	ZSTD_freeDCtx(dctx);
+	return rc;
+}
+
+/* ---- raise ------------------------------------------------------------------------------------- */
+
+int hidx_entry_raise(hidx *h, uint64_t hash, uint64_t addr)
+{
+	const uint64_t tag = hidx_tag_of(hash);
+	hidx_slot s;
+
+	addr &= HIDX_ADDR_MASK;
+	for (;;) {
+		int rc = hidx_entry_find_or_create(h, hash, &s);
+
+		if (rc)
+			return rc;
+		while (hidx_slot_addr(&s) < addr) {
+			if (hidx_slot_cas(&s, addr))
+				return 0;
+			/* hidx.c's rule: a slot freed or taken by another tag means find it again */
+			if ((s.word & (HIDX_TAG_MASK | HIDX_TENTATIVE)) != tag)
+				break;
+		}
+		if (hidx_slot_addr(&s) >= addr && (s.word & (HIDX_TAG_MASK | HIDX_TENTATIVE)) == tag)
+			return 0;
+	}
+}
