@@ -286,38 +286,74 @@ static inline uint64_t dev_segment_of(const dev *d, uint64_t offset)
 }
 
 /* Fault injection (the "fault:" wrapper). Counting starts at 1 with the first IO of a matching kind
- * queued after dev_fault_set; the nth fails (once, or that one and every later one when sticky). */
+ * queued after dev_fault_set; the nth fails (once, or that one and every later one when sticky).
+ * DEV_FAULT_POWERCUT is not a counted fault but a mode; see "Power cut" below. */
 enum {
 	DEV_FAULT_NONE = 0,
 	DEV_FAULT_ERROR,        /* complete with err (-EIO, -ENOSPC ...) without touching the device */
 	DEV_FAULT_SHORT_READ,   /* the read happens; the result is cut to half, rounded down to a sector */
 	DEV_FAULT_TORN_WRITE,   /* only the first tear_sectors sectors are written; result says so */
+	DEV_FAULT_POWERCUT,     /* writes stay in the wrapper's memory until a sync (below) */
 };
 typedef struct dev_fault_spec {
 	int kind;               /* DEV_FAULT_* */
-	uint64_t nth;           /* 1 = the next matching IO */
+	uint64_t nth;           /* 1 = the next matching IO (POWERCUT ignores it) */
 	int err;                /* for DEV_FAULT_ERROR: a negative errno */
 	bool sticky;            /* fail every matching IO from the nth on */
-	uint32_t ops;           /* bit mask of 1 << DEV_OP_*; 0 = reads and writes */
+	uint32_t ops;           /* bit mask of 1 << DEV_OP_*; 0 = reads and writes (POWERCUT ignores it) */
 	uint32_t tear_sectors;  /* DEV_FAULT_TORN_WRITE: sectors that reach the device (0 = half) */
+	bool cut_now;           /* DEV_FAULT_POWERCUT: forget the unsynced writes now, then go on buffering */
 } dev_fault_spec;
-/* Arm (or with kind NONE, disarm) the wrapper. -ENOTSUP when d is not a fault device. */
+/*
+ * Power cut ("forget every write not yet synced"), for crash tests only. Armed (kind
+ * DEV_FAULT_POWERCUT), a write does not reach the inner device: the wrapper copies its bytes into a
+ * buffer of extents (a later write over an earlier one wins) and completes it at once. A read goes
+ * to the inner device and the buffered bytes that overlap it are laid over the result before the
+ * callback runs (a buffered write past the inner file's end lengthens the read, holes read as
+ * zeros, as a file would). dev_sync writes every buffered extent to the inner device, then syncs
+ * it, then drops them; a dev_flush request does the same for its own segment only, on the queue's
+ * thread inside dev_flush. So a process killed with SIGKILL loses exactly the writes since their
+ * segment's last flush or sync: the inner device and its page cache never saw them. cut_now
+ * ("powercut-now") forgets the buffer on the spot, as the power going, and stays armed.
+ * Arming another kind (or NONE) writes the buffer to the inner device without a sync (the power
+ * stays on) and disarms; if that write fails, dev_fault_set returns its -errno and stays armed.
+ * dev_close writes the buffer out the same way. dev_segment_remove drops what is buffered there.
+ * Memory: the buffer holds every unsynced byte (a test device: sync, or the process grows).
+ * While a sync runs every IO of the device waits for it (one lock): correctness over speed.
+ */
+/* Arm (or with kind NONE, disarm) the wrapper. -ENOTSUP when d is not a fault device; -errno of
+ * the write-out when leaving POWERCUT fails. */
 int dev_fault_set(dev *d, const dev_fault_spec *spec);
-/* IOs the wrapper has failed, shortened or torn since it was opened. */
+/* IOs the wrapper has failed, shortened or torn since it was opened (POWERCUT counts none). */
 uint64_t dev_fault_hits(dev *d);
+/* The power-cut mode's counters: a copy taken under its lock. */
+typedef struct dev_fault_powercut_stats {
+	uint64_t buffered_bytes;    /* unsynced bytes held now (bytes written twice count once) */
+	uint64_t buffered_extents;  /* the extents holding them */
+	uint64_t accepted_bytes;    /* bytes of writes taken into the buffer since the device opened */
+	uint64_t synced_bytes;      /* buffered bytes written to the inner device (sync, flush, disarm,
+	                               close) */
+	uint64_t dropped_bytes;     /* unsynced bytes forgotten by a cut (dev_segment_remove not counted) */
+	uint64_t cuts;              /* cut_now events */
+	uint64_t syncs;             /* dev_sync calls and flush requests that wrote the buffer out */
+} dev_fault_powercut_stats;
+/* 0 with *out, or -ENOTSUP when d is not a fault device. */
+int dev_fault_powercut_stats_get(dev *d, dev_fault_powercut_stats *out /* out */);
 /*
  * Parse the text form of a spec: the one grammar of --device-fault, CONFIG SET device-fault and the
  * tests. Words separated by spaces, commas or tabs, without case; a later word overrides an earlier:
  *   kind:   error (the default), eio / enospc (error with that errno), short-read or short,
- *           torn-write or torn, none or off (disarm)
+ *           torn-write or torn, powercut (the power-cut mode), powercut-now (powercut with
+ *           cut_now: the power goes now), none or off (disarm)
  *   which:  read or reads (the default), write or writes, any (reads and writes),
  *           ops=read|write|flush (any joined with '|')
  *   when:   N or nth=N (the Nth matching IO; default 1), once (the default) or sticky
  *   detail: err=EIO|ENOSPC|EROFS|EAGAIN|<errno number> (default EIO), tear=<sectors> (torn writes)
  * e.g. "read 1", "write 3 sticky enospc", "error nth=3 err=ENOSPC ops=write|flush", "torn-write
- * ops=write tear=2". No word at all ("") disarms. A short read fires on reads and a torn write on
- * writes only, so "torn" needs "write". 0, or -EINVAL with why (if not NULL) naming the word it
- * refused; *out is untouched then.
+ * ops=write tear=2", "powercut", "powercut-now". No word at all ("") disarms. A short read fires on
+ * reads and a torn write on writes only, so "torn" needs "write"; powercut takes no which or when
+ * (they parse, and are ignored). 0, or -EINVAL with why (if not NULL) naming the word it refused;
+ * *out is untouched then.
  */
 int dev_fault_spec_parse(const char *text, dev_fault_spec *out /* out */, char *why, size_t whylen);
 
