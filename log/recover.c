@@ -145,6 +145,7 @@ static int walk_log(rec_walk *w, uint64_t from, uint64_t repair, char *why, size
 				ckpt_why(why, whylen, "the index is full (--index too small for the checkpoint)");
 				return rc;
 			}
+			w->repaired++;
 		}
 		if (spans && a >= (w->head & ~(pb - 1)))
 			alloc_span_mark(l, p, size);

@@ -23,7 +23,7 @@ typedef struct store_env {
 	hlog *l;
 } store_env;
 
-static int store_env_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+static inline int store_env_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;
 	(void)flag;
@@ -33,7 +33,7 @@ static int store_env_rm(const char *path, const struct stat *sb, int flag, struc
 
 /* A device of type in dir: 1 MiB segments, another backend where the kernel refuses this one
  * (uring), throttle 0 = the device's default. dev_open's result, and its message in err. */
-static int store_env_dev_open(const char *type, const char *dir, uint32_t throttle, dev **d, char *err,
+static inline int store_env_dev_open(const char *type, const char *dir, uint32_t throttle, dev **d, char *err,
                               size_t errlen)
 {
 	dev_config dc;
@@ -50,7 +50,7 @@ static int store_env_dev_open(const char *type, const char *dir, uint32_t thrott
 
 /* Open a device in a fresh directory made from tmpl ("/tmp/name.XXXXXX") and a store of c over it
  * (c->dev is set here, and small first reads, so that longer values need a second one). */
-static void store_env_open(store_env *e, const char *type, const char *tmpl, uint32_t throttle, hlog_config *c)
+static inline void store_env_open(store_env *e, const char *type, const char *tmpl, uint32_t throttle, hlog_config *c)
 {
 	char err[256] = "";
 	memset(e, 0, sizeof(*e));
@@ -66,7 +66,7 @@ static void store_env_open(store_env *e, const char *type, const char *tmpl, uin
 }
 
 /* Close what store_env_open opened, also when a failed assertion stopped it halfway. */
-static void store_env_close(store_env *e)
+static inline void store_env_close(store_env *e)
 {
 	hlog_close(e->l);
 	if (e->d)
@@ -78,7 +78,7 @@ static void store_env_close(store_env *e)
 
 /* Whether type opens on this machine (uring may have fallen back), said on stderr: the suite's
  * main exits 77 (SKIP) when not. */
-static bool store_env_backend_available(const char *suite, const char *type, const char *tmpl)
+static inline bool store_env_backend_available(const char *suite, const char *type, const char *tmpl)
 {
 	char dir[64], err[256] = "";
 	dev *d;
@@ -98,7 +98,7 @@ static bool store_env_backend_available(const char *suite, const char *type, con
 }
 
 /* A session of l attached to ready(cb_arg, op_ctx), its clock at now_ms; its fd in *fd. */
-static hlog_session *store_session_open(hlog *l, hlog_ready_fn ready, void *cb_arg, int64_t now_ms, int *fd)
+static inline hlog_session *store_session_open(hlog *l, hlog_ready_fn ready, void *cb_arg, int64_t now_ms, int *fd)
 {
 	hlog_session *s;
 	assert_int_equal(hlog_session_open(l, &s), 0);
@@ -110,7 +110,7 @@ static hlog_session *store_session_open(hlog *l, hlog_ready_fn ready, void *cb_a
 }
 
 /* Sleep as a worker does, on the session's fd for at most ms, and take its signal. poll's result. */
-static int store_fd_wait(int fd, int ms)
+static inline int store_fd_wait(int fd, int ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	int n = poll(&pfd, 1, ms);
