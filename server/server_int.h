@@ -310,6 +310,7 @@ typedef struct server_state {
 	_Atomic int loading;          /* recovery runs: commands without CMD_LOADING get -LOADING */
 	_Atomic uint64_t aof_gen;     /* the AOF generation workers write; the saver bumps it */
 	_Atomic int aof_write_err;    /* 0, or the last AOF write/sync error (INFO aof_last_write_status) */
+	_Atomic int aof_writers;      /* workers with an AOF writer open (persist.c note 5) */
 	_Atomic int shutdown_nosave;  /* SHUTDOWN NOSAVE: no final checkpoint */
 	struct dev *logdev;           /* where checkpoints write the log (g_srv.dev with a tier) */
 	bool logdev_own;              /* opened by start.c for checkpoints only: close it */
