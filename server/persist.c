@@ -518,6 +518,7 @@ void persist_config_changed(void)
 			rc = aof_sync_thread_start();
 		if (rc < 0)
 			spw_log(SPW_LOG_WARNING, -rc, "AOF turned on: cannot prepare %s/%s", g_cfg.dir, AOF_DIR_NAME);
+		atomic_fetch_add(&g_srv.aof_gen, 1);   /* a new generation: the last one's files may exist */
 		ps.aof_on_pending = true;   /* note 5 */
 		spw_log(SPW_LOG_NOTICE, 0, "AOF turned on: a checkpoint follows once every worker writes it");
 	}
