@@ -305,7 +305,8 @@ void client_process_input(worker *w, client *c)
 	uint64_t pause = __atomic_load_n(&g_cfg.output_pause_bytes, __ATOMIC_RELAXED);
 	w->cmd_clock = server_ticks();
 	while (c->rpos < c->rlen) {
-		if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_READ_PAUSED | CLIENT_PARKED))
+		if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_READ_PAUSED | CLIENT_PARKED |
+		                CLIENT_SAVE_WAIT))
 			break;
 		size_t consumed = 0;
 		resp_request req;
@@ -461,10 +462,14 @@ static bool client_write(worker *w, client *c)
 }
 
 /* Write what each pending client owes, close those marked, update epoll interest. Clients whose
- * output drained below half the pause limit resume: their buffered requests run now (note 4). */
+ * output drained below half the pause limit resume: their buffered requests run now (note 4).
+ * The AOF records of the commands behind the replies are written (and with always synced) first,
+ * before every round of writes (worker.c note 7): the drained clients' commands run in one round
+ * and their replies leave in the next. */
 void client_pending_flush(worker *w)
 {
 	uint64_t pause = __atomic_load_n(&g_cfg.output_pause_bytes, __ATOMIC_RELAXED);
+	worker_aof_flush(w);
 	while (w->pending) {
 		client *c = w->pending;
 		w->pending = NULL;
@@ -491,6 +496,7 @@ void client_pending_flush(worker *w)
 			client_events_update(w, c);
 			c = next;
 		}
+		worker_aof_flush(w);   /* the drained clients' commands, before their replies */
 	}
 }
 

@@ -1,7 +1,8 @@
 /*
  * cmd_server.c - connection and server commands: PING ECHO QUIT HELLO AUTH SELECT TIME CONFIG
- * COMMAND SHUTDOWN (Redis's server.c, networking.c, config.c and acl.c command parts). INFO is in
- * info.c, CLIENT in cmd_client.c.
+ * COMMAND SHUTDOWN SAVE BGSAVE LASTSAVE (Redis's server.c, networking.c, config.c, rdb.c and
+ * acl.c command parts). INFO is in info.c, CLIENT in cmd_client.c, the checkpoints behind SAVE
+ * and BGSAVE in persist.c.
  *
  * Design notes:
  *  1. Replies and error texts are redis-server 7.0.15's, checked against it command by command,
@@ -11,8 +12,13 @@
  *  3. No ACL: as a Redis without requirepass, the only user is "default" and any password is
  *     accepted for it (HELLO AUTH, AUTH user pass); AUTH with a password alone answers Redis's
  *     "no password configured" error.
- *  4. SHUTDOWN: there is no persistence, so SAVE/NOSAVE change nothing (SAVE logs that nothing was
- *     saved); ABORT answers "No shutdown in progress." since shutdowns are never pending.
+ *  4. SHUTDOWN: a graceful shutdown takes a final checkpoint unless NOSAVE (the main thread runs
+ *     it once the workers have exited, start.c); SAVE is the default here. ABORT answers "No
+ *     shutdown in progress." since shutdowns are never pending.
+ *  5. SAVE parks the client until the saver's checkpoint ends (persist.c note 4; its worker goes
+ *     on serving others), BGSAVE asks the saver and answers at once. BGSAVE SCHEDULE behaves as
+ *     BGSAVE, as in a Redis with no other child process: nothing here ever makes a checkpoint wait
+ *     for something else.
  */
 #include "server/server_int.h"
 
@@ -275,7 +281,8 @@ static const struct { uint32_t flag; const char *name; } flag_names[] = {
 	{ CMD_ADMIN, "admin" },       { CMD_PUBSUB, "pubsub" },     { CMD_NOSCRIPT, "noscript" },
 	{ CMD_LOADING, "loading" },   { CMD_STALE, "stale" },       { CMD_FAST, "fast" },
 	{ CMD_NOAUTH, "no_auth" },    { CMD_MAY_REPLICATE, "may_replicate" },
-	{ CMD_SENTINEL, "sentinel" }, { CMD_NO_MULTI, "no_multi" }, { CMD_ALLOW_BUSY, "allow_busy" },
+	{ CMD_SENTINEL, "sentinel" }, { CMD_NO_ASYNC_LOADING, "no_async_loading" },
+	{ CMD_NO_MULTI, "no_multi" }, { CMD_ALLOW_BUSY, "allow_busy" },
 };
 
 /* Count the words of a space separated list. */
@@ -644,10 +651,38 @@ void cmd_shutdown(client *c)
 		return;
 	}
 	spw_log(SPW_LOG_WARNING, 0, "User requested shutdown...");
-	if (save)
-		spw_log(SPW_LOG_WARNING, 0, "SHUTDOWN SAVE: this server keeps no snapshots, nothing saved");
+	if (nosave)
+		atomic_store(&g_srv.shutdown_nosave, 1);
 	server_request_shutdown();
 	/* As Redis: no reply; replies to earlier commands of this client still go out. */
 	c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 }
 
+
+/* ---------------- SAVE BGSAVE LASTSAVE (note 5) ---------------- */
+
+void cmd_save(client *c)
+{
+	uint64_t ticket;
+	if (persist_save_request(&ticket) < 0) {
+		reply_error(c, "ERR Background save already in progress");
+		return;
+	}
+	c->save_ticket = ticket;
+	c->flags |= CLIENT_SAVE_WAIT;   /* worker.c note 8 answers it */
+}
+
+void cmd_bgsave(client *c)
+{
+	if (c->argc > 1 && (c->argc > 2 || !arg_eq(&c->argv[1], "schedule"))) {
+		reply_err_syntax(c);
+		return;
+	}
+	if (persist_bgsave() < 0) {
+		reply_error(c, "ERR Background save already in progress");
+		return;
+	}
+	resp_write_simple(&c->out, "Background saving started", 25);
+}
+
+void cmd_lastsave(client *c) { reply_int(c, (long long)persist_lastsave()); }

@@ -30,6 +30,9 @@
  *     (park.c note 1). The attempt's time is charged to the command, its call is not counted.
  *     The marks cost five loads per command; handlers then need only guarantee that they did not
  *     change the store before parking.
+ *  7. While the store loads at start (g_srv.loading, persist.c note 1), a command without Redis's
+ *     CMD_LOADING flag is rejected with Redis's exact "-LOADING Redis is loading the dataset in
+ *     memory" (a rejected call), after the arity check as in processCommand.
  */
 #include "server/server_int.h"
 
@@ -421,6 +424,19 @@ static spw_command cmd_table[] = {
 	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@admin @slow @dangerous",
 	  .since = "1.0.0", .group = "server", .complexity = "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
 	  .summary = "Synchronously save the dataset to disk and then shut down the server" },
+	{ .name = "save", .fn = cmd_save, .arity = 1, .flags = CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_ASYNC_LOADING | CMD_NO_MULTI,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@admin @slow @dangerous",
+	  .since = "1.0.0", .group = "server", .complexity = "O(N) where N is the total number of keys in all databases",
+	  .summary = "Synchronously save the dataset to disk" },
+	{ .name = "bgsave", .fn = cmd_bgsave, .arity = -1, .flags = CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_ASYNC_LOADING,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@admin @slow @dangerous",
+	  .since = "1.0.0", .group = "server", .complexity = "O(1)",
+	  .summary = "Asynchronously save the dataset to disk" },
+	{ .name = "lastsave", .fn = cmd_lastsave, .arity = 1, .flags = CMD_LOADING | CMD_STALE | CMD_FAST,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@admin @fast @dangerous",
+	  .since = "1.0.0", .group = "server", .complexity = "O(1)",
+	  .summary = "Get the UNIX time stamp of the last successful save to disk",
+	  .tips = "nondeterministic_output" },
 };
 
 /* ---------------- lookup ---------------- */
@@ -693,6 +709,13 @@ void command_dispatch(client *c)
 	c->cmd = cmd;
 	if (SPW_UNLIKELY(!command_arity_ok(cmd, c->argc))) {
 		reply_err_arity(c);
+		st->cmd_rejected[cmd->index]++;
+		goto rejected;
+	}
+	/* Redis's processCommand: while the dataset loads, only "loading" commands run (persist.c). */
+	if (SPW_UNLIKELY(atomic_load_explicit(&g_srv.loading, memory_order_relaxed)) &&
+	    !(cmd->flags & CMD_LOADING)) {
+		reply_error(c, "LOADING Redis is loading the dataset in memory");
 		st->cmd_rejected[cmd->index]++;
 		goto rejected;
 	}

@@ -23,15 +23,21 @@
  *     Mutable fields are aligned ints/uint64s written with relaxed atomic stores (no tearing), and
  *     g_cfg_version is bumped so workers refresh what they copied per client (parser limits).
  *     Immutable fields are written only before the workers start.
- *  7. Read-only options (save "", appendonly no, maxmemory 0) are reported for tools that ask
- *     (redis-benchmark asks for save and appendonly); setting them to their one value is accepted,
- *     any other value is refused honestly.
+ *  7. Read-only options (maxmemory 0) are reported for tools that ask; setting them to their one
+ *     value is accepted, any other value is refused honestly. dbfilename and appendfilename are
+ *     stored for Redis config files and shown by CONFIG GET, and nothing reads them.
+ *  9. save, as Redis 7's setConfigSaveOption: "<seconds> <changes> [...]" split on single spaces,
+ *     seconds >= 1, changes >= 0, "" = no rules; CONFIG SET replaces the rules, while at start-up
+ *     (config file and command line read as one) the first save line replaces the defaults and
+ *     later ones add to it. Rules are copied under save_lock (config_save_rules): the saver thread
+ *     reads them while CONFIG SET may write them.
  *  8. CONFIG REWRITE: without a config file it answers Redis's error; with one it rewrites the
  *     file in place (to a temporary file, then rename): lines naming an option get its current
  *     value, comments and unknown lines are kept, options changed from their default that the file
  *     did not mention are appended.
  */
 #include "server/server_int.h"
+#include "server/aof.h"
 #include "device/device.h"
 
 #include <ctype.h>
@@ -47,13 +53,14 @@
 spw_config g_cfg;
 _Atomic uint32_t g_cfg_version;
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT };
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT, OPT_SAVE };
 
 #define OPT_MUTABLE  (1u << 0)   /* CONFIG SET may change it while the server runs */
 #define OPT_CLI_ONLY (1u << 1)   /* a start-up flag only (--config): not in CONFIG GET */
 #define OPT_TIER     (1u << 2)   /* takes effect with the storage tier */
 #define OPT_MULTIARG (1u << 3)   /* config file: several words join with spaces (bind, save) */
 #define OPT_FAULT_PREFIX (1u << 4) /* --device-type: a "fault:" prefix sets device_fault */
+#define OPT_PROTECTED (1u << 5)  /* Redis's protected configs (dbfilename): CONFIG SET refuses */
 
 typedef struct spw_option {
 	const char *name;
@@ -72,9 +79,25 @@ static const char *const loglevel_names[] = { "debug", "verbose", "notice", "war
 static const char *const device_type_names[] = { "default", "native", "randomaccess", "filestream",
                                                  "azurestorage", "localmemory", "null", "posix", NULL };
 static const char *const device_io_names[] = { "default", "libaio", "uring", NULL };
+/* Redis's order (its error text lists them so), mapped to server/aof.h's values. */
+static const char *const aof_fsync_names[] = { "everysec", "always", "no", NULL };
+static const int aof_fsync_values[] = { AOF_FSYNC_EVERYSEC, AOF_FSYNC_ALWAYS, AOF_FSYNC_NO };
+static const char *const recover_names[] = { "newest", "previous", NULL };
+
+/* OPT_ENUM: the value stored for names[i] (NULL: i itself). */
+static const int *enum_values(const char *const *names)
+{
+	return names == aof_fsync_names ? aof_fsync_values : NULL;
+}
+
+/* Start-up reads the config file and the command line as one: the first save line there replaces
+ * the defaults, later ones add rules (note 9). */
+static bool reading_startup, startup_save_seen;
+static pthread_mutex_t save_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
 static void apply_device_fault(void) { server_device_fault_apply(); }
+static void apply_persist(void) { persist_config_changed(); }
 
 #define FIELD(f) offsetof(spw_config, f), sizeof(((spw_config *)0)->f)
 #define NOFIELD 0, 0
@@ -151,10 +174,28 @@ static const spw_option options[] = {
 	{ "device-fault", NULL, OPT_FAULT, OPT_TIER | OPT_MUTABLE, 0, 0, "", FIELD(device_fault_spec), NULL,
 	  apply_device_fault, "arm the fault injector of --device-type fault:<type>: \"[read|write|any] "
 	  "[N] [once|sticky] [eio|enospc|short|torn]\" fails the Nth IO (\"\" or off disarms)" },
-	/* Reported for tools that ask; this server has no RDB/AOF and no eviction. */
-	{ "save", NULL, OPT_CONST, OPT_MULTIARG, 0, 0, "", NOFIELD, NULL, NULL,
-	  "read-only: no snapshots (\"\")" },
-	{ "appendonly", NULL, OPT_CONST, 0, 0, 0, "no", NOFIELD, NULL, NULL, "read-only: no AOF (no)" },
+	/* Durability (persist.c: checkpoints and recovery; aof.c: the append-only file). */
+	{ "aof", "appendonly", OPT_BOOL, OPT_MUTABLE, 0, 0, "no", FIELD(aof), NULL, apply_persist,
+	  "append every write to <dir>/appendonlydir and replay it after the newest checkpoint at start "
+	  "(turned on at runtime, a checkpoint starts at once)" },
+	{ "aof-fsync", "appendfsync", OPT_ENUM, OPT_MUTABLE, 0, 0, "everysec", FIELD(aof_fsync),
+	  aof_fsync_names, apply_persist, "always (a reply leaves only after its record is synced; one "
+	  "sync per event-loop pass), everysec (synced once a second) or no (the kernel decides)" },
+	{ "checkpoint-interval", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "300", FIELD(checkpoint_interval),
+	  NULL, NULL, "seconds between periodic checkpoints, taken only when something changed (0 = off)" },
+	{ "save", NULL, OPT_SAVE, OPT_MUTABLE | OPT_MULTIARG, 0, 0, "3600 1 300 100 60 10000", FIELD(save),
+	  NULL, NULL, "Redis's rules \"<seconds> <changes> [...]\": a checkpoint once <changes> writes "
+	  "happened within <seconds> (\"\" = none)" },
+	{ "recover-checkpoint", NULL, OPT_ENUM, 0, 0, 0, "newest", FIELD(recover_checkpoint), recover_names,
+	  NULL, "newest (the newest checkpoint, then the AOF) or previous (the checkpoint before it, "
+	  "without the AOF: later writes are not restored)" },
+	{ "dbfilename", NULL, OPT_STRING, OPT_PROTECTED, 0, 0, "dump.rdb", FIELD(dbfilename), NULL, NULL,
+	  "accepted for Redis config files and shown by CONFIG GET, otherwise unused (checkpoints are "
+	  "<dir>/checkpoint.<n>.*)" },
+	{ "appendfilename", NULL, OPT_STRING, 0, 0, 0, "appendonly.aof", FIELD(appendfilename), NULL, NULL,
+	  "accepted for Redis config files and shown by CONFIG GET, otherwise unused (AOF files are "
+	  "<dir>/appendonlydir/spillway.<gen>.<worker>.aof)" },
+	/* Reported for tools that ask; this server has no eviction. */
 	{ "maxmemory", NULL, OPT_CONST, 0, 0, 0, "0", NOFIELD, NULL, NULL,
 	  "read-only: 0 (the log's size is --memory)" },
 };
@@ -192,6 +233,58 @@ static int parse_bool(const char *v, size_t n, bool *out)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/* save's value (note 9): pairs split on single spaces, parsed as Redis's strtoll checks them. */
+static int save_parse(const char *v, size_t n, save_rules *out, char *err, size_t errlen)
+{
+	save_rules r;
+	char tok[32];
+	long long nums[2 * CONFIG_SAVE_MAX];
+	int cnt = 0;
+
+	memset(&r, 0, sizeof(r));
+	if (startup_save_seen && reading_startup)
+		r = *out;   /* a later save line at start-up adds rules */
+	for (size_t i = 0; n > 0 && i <= n;) {
+		const char *sp = memchr(v + i, ' ', n - i);
+		size_t len = sp ? (size_t)(sp - (v + i)) : n - i;
+		if (cnt == (int)SPW_ARRAY_LEN(nums) || len >= sizeof(tok)) {
+			snprintf(err, errlen, "Invalid save parameters");
+			return -EINVAL;
+		}
+		memcpy(tok, v + i, len);
+		tok[len] = '\0';
+		char *end;
+		errno = 0;
+		long long x = strtoll(tok, &end, 10);
+		if (*end != '\0' || errno || ((cnt & 1) == 0 && x < 1) || ((cnt & 1) == 1 && x < 0)) {
+			snprintf(err, errlen, "Invalid save parameters");
+			return -EINVAL;
+		}
+		nums[cnt++] = x;
+		i += len + 1;
+	}
+	if ((cnt & 1) || r.n + cnt / 2 > CONFIG_SAVE_MAX) {
+		snprintf(err, errlen, "Invalid save parameters");
+		return -EINVAL;
+	}
+	for (int k = 0; k < cnt; k += 2) {
+		r.r[r.n].seconds = nums[k];
+		r.r[r.n].changes = nums[k + 1];
+		r.n++;
+	}
+	if (reading_startup)
+		startup_save_seen = true;
+	*out = r;
+	return 0;
+}
+
+void config_save_rules(save_rules *out)
+{
+	pthread_mutex_lock(&save_lock);
+	*out = g_cfg.save;
+	pthread_mutex_unlock(&save_lock);
 }
 
 /*
@@ -267,7 +360,7 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		}
 		for (int i = 0; o->names[i]; i++) {
 			if (name_eq(v, n, o->names[i])) {
-				*(int *)field_ptr(cfg, o) = i;
+				*(int *)field_ptr(cfg, o) = enum_values(o->names) ? enum_values(o->names)[i] : i;
 				return 0;
 			}
 		}
@@ -302,6 +395,8 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		memcpy(field_ptr(cfg, o), text, n + 1);
 		return 0;
 	}
+	case OPT_SAVE:
+		return save_parse(v, n, (save_rules *)field_ptr(cfg, o), err, errlen);
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
@@ -318,14 +413,30 @@ static const char *option_format(const spw_option *o, char *buf, size_t cap)
 		snprintf(buf, cap, "%llu", (unsigned long long)__atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED));
 		return buf;
 	case OPT_STRING: snprintf(buf, cap, "%s", (const char *)p); return buf;
-	case OPT_ENUM:
+	case OPT_ENUM: {
+		int v = __atomic_load_n((const int *)p, __ATOMIC_RELAXED), idx = v;
+		const int *vals = enum_values(o->names);
+		if (vals)
+			for (idx = 0; o->names[idx] && vals[idx] != v; idx++)
+				;
 		if ((o->flags & OPT_FAULT_PREFIX) && g_cfg.device_fault) {
-			snprintf(buf, cap, "fault:%s", o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)]);
+			snprintf(buf, cap, "fault:%s", o->names[idx]);
 			return buf;
 		}
-		return o->names[__atomic_load_n((const int *)p, __ATOMIC_RELAXED)];
+		return o->names[idx] ? o->names[idx] : "";
+	}
 	case OPT_CONST: return o->def;
 	case OPT_FAULT: snprintf(buf, cap, "%s", (const char *)p); return buf;
+	case OPT_SAVE: {
+		save_rules r;
+		size_t k = 0;
+		config_save_rules(&r);
+		buf[0] = '\0';
+		for (int i = 0; i < r.n && k < cap; i++)
+			k += (size_t)snprintf(buf + k, cap - k, "%s%lld %lld", i ? " " : "",
+			                      (long long)r.r[i].seconds, (long long)r.r[i].changes);
+		return buf;
+	}
 	}
 	return "";
 }
@@ -343,6 +454,11 @@ static void option_publish(const spw_option *o, const spw_config *src)
 	case OPT_STRING:
 	case OPT_FAULT: memcpy(d, s, o->size); break;   /* not read on the request path */
 	case OPT_CONST: break;
+	case OPT_SAVE:
+		pthread_mutex_lock(&save_lock);
+		memcpy(d, s, o->size);
+		pthread_mutex_unlock(&save_lock);
+		break;
 	}
 }
 
@@ -499,6 +615,7 @@ void config_print_help(void)
 		case OPT_ENUM: type = "<name>"; break;
 		case OPT_CONST: type = "<fixed>"; break;
 		case OPT_FAULT: type = "<spec>"; break;
+		case OPT_SAVE: type = "\"<sec> <changes> ...\""; break;
 		}
 		snprintf(buf, sizeof(buf), "--%s %s", o->name, type);
 		printf("  %-36s %s", buf, o->help);
@@ -506,7 +623,8 @@ void config_print_help(void)
 			printf(" [%lld..%lld]", o->min, o->max);
 		if (!strcmp(o->name, "threads"))
 			printf(" (default: 0 = %ld here)", ncpu > 0 ? ncpu : 1);
-		else if (o->type == OPT_STRING || o->type == OPT_CONST || o->type == OPT_FAULT)
+		else if (o->type == OPT_STRING || o->type == OPT_CONST || o->type == OPT_FAULT ||
+		         o->type == OPT_SAVE)
 			printf(" (default: \"%s\")", o->def);
 		else
 			printf(" (default: %s)", o->def);
@@ -567,9 +685,20 @@ static int config_check(void)
 	return 0;
 }
 
+static int config_load_args(int argc, char **argv);
+
 int config_load(int argc, char **argv)
 {
 	config_defaults();
+	reading_startup = true;
+	startup_save_seen = false;
+	int rc = config_load_args(argc, argv);
+	reading_startup = false;
+	return rc;
+}
+
+static int config_load_args(int argc, char **argv)
+{
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -609,7 +738,7 @@ int config_load(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *val;
-		char why[256];
+		char why[256], multi[2048];
 		if (i == 1 && arg[0] != '-')
 			continue;   /* the config file */
 		if (strncmp(arg, "--", 2) || !arg[2]) {
@@ -630,6 +759,18 @@ int config_load(int argc, char **argv)
 		} else if (i + 1 >= argc) {
 			fprintf(stderr, "spillway: option --%s needs a value\n", o->name);
 			return -EINVAL;
+		} else if ((o->flags & OPT_MULTIARG) && i + 2 < argc && strncmp(argv[i + 2], "--", 2)) {
+			/* As redis-server: --save 900 1 300 10 (words up to the next --flag) */
+			size_t k = 0;
+			for (i++; i < argc && strncmp(argv[i], "--", 2); i++)
+				k += (size_t)snprintf(multi + k, k < sizeof(multi) ? sizeof(multi) - k : 0, "%s%s",
+				                      k ? " " : "", argv[i]);
+			i--;
+			if (k >= sizeof(multi)) {
+				fprintf(stderr, "spillway: bad value for --%s: too long\n", o->name);
+				return -EINVAL;
+			}
+			val = multi;
 		} else {
 			val = argv[++i];
 		}
@@ -674,7 +815,7 @@ static bool has_glob(const char *p, size_t n)
 
 void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void *ctx)
 {
-	char buf[64], name[128];
+	char buf[640], name[128];
 	/* As Redis 7: a name without glob characters is looked up directly (aliases included) and
 	 * answered under the name as typed. */
 	if (!has_glob(pat, plen)) {
@@ -716,6 +857,11 @@ int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errl
 		if (!o || (o->flags & OPT_CLI_ONLY)) {
 			snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
 			         (int)SPW_MIN(n->len, 128), n->ptr);
+			return -EINVAL;
+		}
+		if (o->flags & OPT_PROTECTED) {
+			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
+			         "can't set protected config", (int)SPW_MIN(n->len, 128), n->ptr);
 			return -EINVAL;
 		}
 		if (!(o->flags & OPT_MUTABLE) && o->type != OPT_CONST) {
@@ -784,6 +930,18 @@ static void config_quote(FILE *fp, const char *v)
 	fputc('"', fp);
 }
 
+/* An option's value and the line's end for the config file. save's rules go unquoted, as Redis
+ * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none. */
+static void config_value_write(FILE *fp, const spw_option *o, char *buf, size_t cap)
+{
+	const char *v = option_format(o, buf, cap);
+	if (o->type == OPT_SAVE && v[0])
+		fputs(v, fp);
+	else
+		config_quote(fp, v);
+	fputc('\n', fp);
+}
+
 /* Does a config line (name + value words) give option o the value it has now? */
 static bool config_line_unchanged(const spw_option *o, char **words, int n)
 {
@@ -808,7 +966,7 @@ static bool config_line_unchanged(const spw_option *o, char **words, int n)
 
 int config_rewrite(char *err, size_t errlen)
 {
-	char tmp[1100 + 16], line[4096], words_buf[4097], buf[64];
+	char tmp[1100 + 16], line[4096], words_buf[4097], buf[640];
 	char *words[64];
 	bool seen[NOPTIONS];
 	FILE *in = NULL, *out = NULL;
@@ -849,8 +1007,7 @@ int config_rewrite(char *err, size_t errlen)
 			continue;
 		}
 		fprintf(out, "%s ", words[0]);
-		config_quote(out, option_format(o, buf, sizeof(buf)));
-		fputc('\n', out);
+		config_value_write(out, o, buf, sizeof(buf));
 	}
 	for (int i = 0; i < NOPTIONS; i++) {
 		const spw_option *o = &options[i];
@@ -866,8 +1023,7 @@ int config_rewrite(char *err, size_t errlen)
 		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
 			continue;   /* resolved at start-up (cores, absolute path): not a user choice */
 		fprintf(out, "%s ", o->name);
-		config_quote(out, option_format(o, buf, sizeof(buf)));
-		fputc('\n', out);
+		config_value_write(out, o, buf, sizeof(buf));
 	}
 	if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
 		rc = -errno;

@@ -293,17 +293,7 @@ static void info_memory(sbuf *b, const hlog_info *hi)
 
 static void info_persistence(sbuf *b)
 {
-	sb_printf(b, "# Persistence\r\n"
-	          "loading:0\r\n"
-	          "async_loading:0\r\n"
-	          "rdb_changes_since_last_save:0\r\n"
-	          "rdb_bgsave_in_progress:0\r\n"
-	          "rdb_last_save_time:%lld\r\n"
-	          "rdb_last_bgsave_status:ok\r\n"
-	          "aof_enabled:0\r\n"
-	          "aof_rewrite_in_progress:0\r\n"
-	          "aof_last_write_status:ok\r\n",
-	          (long long)(g_srv.start_ms / 1000));
+	persist_info(b);   /* persist.c owns the state it shows */
 }
 
 /* The storage tier's lines of # Stats: the server's SRV_CTR_TIER counters, every store counter

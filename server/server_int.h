@@ -21,6 +21,17 @@
 
 /* ---------------- configuration (config.c) ---------------- */
 
+/* One Redis "save <seconds> <changes>" rule: a checkpoint when at least changes writes happened and
+ * seconds passed since the last successful one. */
+typedef struct save_rule {
+	int64_t seconds, changes;
+} save_rule;
+#define CONFIG_SAVE_MAX 16
+typedef struct save_rules {
+	int n;
+	save_rule r[CONFIG_SAVE_MAX];
+} save_rules;
+
 typedef struct spw_config {
 	char bind[256];
 	int port;
@@ -52,7 +63,18 @@ typedef struct spw_config {
 	int device_completion_threads; /* --device-completion-threads */
 	uint64_t initial_io_record_size; /* --initial-io-record-size */
 	bool sg_get;                  /* --sg-get: a parked GET prefetches the GETs after it (park.c note 3) */
+	/* Durability (persist.c, aof.h). */
+	bool aof;                     /* --aof / appendonly */
+	int aof_fsync;                /* --aof-fsync / appendfsync: AOF_FSYNC_* (server/aof.h) */
+	int checkpoint_interval;      /* --checkpoint-interval seconds, 0 = off */
+	int recover_checkpoint;       /* --recover-checkpoint: SPW_RECOVER_* */
+	save_rules save;              /* save: read them with config_save_rules from other threads */
+	char dbfilename[256];         /* accepted for Redis configs, unused */
+	char appendfilename[256];     /* accepted for Redis configs, unused */
 } spw_config;
+
+/* --recover-checkpoint values. */
+enum { SPW_RECOVER_NEWEST, SPW_RECOVER_PREVIOUS };
 
 /* --device-type values (Garnet's names, matched without case). */
 enum {
@@ -83,6 +105,8 @@ void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void 
 /* CONFIG REWRITE: 0, or -errno with Redis's error text in err ("The server is running without a
  * config file" when started without one). */
 int config_rewrite(char *err, size_t errlen);
+/* A consistent copy of the save rules (CONFIG SET may change them meanwhile). */
+void config_save_rules(save_rules *out /* out */);
 /* Reset g_cfg to the table's defaults (config_load does this first). */
 void config_defaults(void);
 /* With --storage-tier, --memory must hold at least this many --page pages. */
@@ -101,6 +125,7 @@ typedef struct client client;
 #define CLIENT_CLOSE_ASAP        (1u << 1)   /* CLIENT KILL, query buffer limit: close now */
 #define CLIENT_READ_PAUSED       (1u << 2)   /* back-pressure: not reading until replies drain */
 #define CLIENT_PARKED            (1u << 3)   /* a command waits on the device (reply_pending) */
+#define CLIENT_SAVE_WAIT         (1u << 4)   /* SAVE: waits for the saver's checkpoint (persist.c) */
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
  * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */
@@ -161,6 +186,7 @@ struct client {
 	uint32_t sg_head, sg_count;
 	uint32_t sg_keys;             /* keys of the covered requests */
 	size_t sg_scan;               /* bytes after rpos parsed by the look-ahead (the covered end) */
+	uint64_t save_ticket;         /* CLIENT_SAVE_WAIT: the checkpoint request it waits for */
 };
 
 struct spw_command;
@@ -253,6 +279,12 @@ struct worker {
 	uint32_t nparked;             /* clients waiting on the device (io_wait) */
 	client *resume_head, *resume_tail;   /* ready clients, in completion order */
 	resp_parser sg_parser;        /* look-ahead over a parked client's later requests (park.c note 3) */
+	/* Durability (worker.c note 7). */
+	struct aof_writer *aof;       /* this worker's AOF file while --aof is on, else NULL */
+	uint64_t aof_gen;             /* the generation it writes */
+	int aof_fsync;                /* the fsync mode it was set to */
+	int aof_err;                  /* last write/sync error logged (0 = none): log once per error */
+	_Atomic int save_pending;     /* the saver finished a checkpoint: answer SAVE waiters */
 };
 
 typedef struct server_state {
@@ -274,6 +306,14 @@ typedef struct server_state {
 	uint64_t start_ticks;         /* server_ticks() at start, with start_mono_ns: calibration */
 	struct dev *dev;              /* the storage tier's device (--storage-tier), else NULL */
 	_Atomic int start_failed;     /* a worker could not start: exit code 1 */
+	/* Durability (persist.c). */
+	_Atomic int loading;          /* recovery runs: commands without CMD_LOADING get -LOADING */
+	_Atomic uint64_t aof_gen;     /* the AOF generation workers write; the saver bumps it */
+	_Atomic int aof_write_err;    /* 0, or the last AOF write/sync error (INFO aof_last_write_status) */
+	_Atomic int aof_writers;      /* workers with an AOF writer open (persist.c note 5) */
+	_Atomic int shutdown_nosave;  /* SHUTDOWN NOSAVE: no final checkpoint */
+	struct dev *logdev;           /* where checkpoints write the log (g_srv.dev with a tier) */
+	bool logdev_own;              /* opened by start.c for checkpoints only: close it */
 } server_state;
 
 extern server_state g_srv;
@@ -334,6 +374,35 @@ void client_sg_free(client *c);
 void worker_op_ready(void *cb_arg, void *op_ctx);   /* the store's ready callback */
 void worker_io_pass(worker *w);
 
+/* ---------------- durability (persist.c) ---------------- */
+
+struct sbuf;
+
+/* Recovery on the main thread while the workers answer -LOADING: the newest checkpoint (or the
+ * previous one), then the AOF after it. 0, or -1 after logging why (the process must exit 1). */
+int persist_recover(void);
+/* Start / stop the saver thread. persist_stop then runs the final checkpoint on the calling
+ * thread when save is true (after the workers stopped): 0, or -1 when that checkpoint failed. */
+int persist_start(void);
+int persist_stop(bool save);
+/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). */
+void persist_config_changed(void);
+/* BGSAVE: 0 when the saver was asked, -EBUSY when a checkpoint is already asked for or running. */
+int persist_bgsave(void);
+/* SAVE: -EBUSY as BGSAVE, else 0 with *ticket to wait for (persist_save_done). */
+int persist_save_request(uint64_t *ticket /* out */);
+/* Whether the checkpoint of ticket is done; then *rc is its result (0 or an error). */
+bool persist_save_done(uint64_t ticket, int *rc /* out */);
+/* LASTSAVE: unix seconds of the last successful checkpoint (the start time before one). */
+int64_t persist_lastsave(void);
+/* INFO's # Persistence section. */
+void persist_info(struct sbuf *b);
+/* worker.c: set every worker's save_pending and wake it (the saver, after a checkpoint). */
+void server_wake_saves(void);
+/* worker.c: write (and with always, sync) the worker's AOF records of this pass; called before any
+ * reply leaves (client_pending_flush). */
+void worker_aof_flush(worker *w);
+
 /* ---------------- commands (commands.c and cmd_*.c) ---------------- */
 
 typedef void cmd_fn(client *c);
@@ -357,6 +426,7 @@ typedef void cmd_fn(client *c);
  * keys of such a request (first_key..last_key by step) before it runs. Only for a command that reads
  * those keys and nothing else, so that reading them early changes no reply. */
 #define CMD_LOOKAHEAD  (1u << 15)
+#define CMD_NO_ASYNC_LOADING (1u << 16)
 
 typedef struct spw_command {
 	const char *name;             /* lower case */
@@ -422,7 +492,7 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 	cmd_flushall;
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
-	cmd_shutdown, cmd_auth;
+	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */

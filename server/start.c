@@ -11,6 +11,13 @@
  * flushes through the device as it closes); the listeners are bound before any worker thread runs,
  * so a port in use stops start-up before a connection is accepted; signals are made harmless
  * before the workers go away.
+ *
+ * Durability (persist.c): the workers start with g_srv.loading set and answer -LOADING while the
+ * main thread recovers the store (a failed recovery stops the process with exit code 1: no
+ * partial dataset is served); then the saver starts. At the end the saver stops and, unless
+ * SHUTDOWN NOSAVE, the final checkpoint runs once the workers have exited, before the store
+ * closes. Without --storage-tier, checkpoints write the in-memory log through a "logdev" of
+ * their own on <dir>/Store; with one they use the store's device.
  */
 #include "server/server.h"
 #include "server/server_int.h"
@@ -32,6 +39,7 @@
 #include <unistd.h>
 
 #include "device/device.h"
+#include "server/aof.h"
 
 #define LISTEN_BACKLOG      511
 #define TIER_QUEUE_DEFAULT  1024          /* per-worker device queue depth when no throttle given */
@@ -426,6 +434,7 @@ static void server_state_init(const char *argv0)
 	g_srv.start_mono_ns = spw_mono_ns();
 	g_srv.start_ticks = server_ticks();
 	g_srv.pid = (int)getpid();
+	atomic_store(&g_srv.loading, 1);   /* until persist_recover is done */
 	run_id_init();
 	ssize_t n = readlink("/proc/self/exe", g_srv.executable, sizeof(g_srv.executable) - 1);
 	if (n < 0)
@@ -469,7 +478,7 @@ static int server_store_open(void)
 		.page_bytes = g_cfg.page_bytes,
 		.index_bytes = g_cfg.index_bytes,
 		.mutable_percent = g_cfg.mutable_percent,
-		.max_sessions = g_cfg.threads,
+		.max_sessions = g_cfg.threads + 2,   /* the workers, the saver, the main thread's recovery */
 		.dev = g_srv.dev,
 		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
 	};
@@ -483,6 +492,40 @@ static int server_store_open(void)
 		g_srv.dev = NULL;
 		return -1;
 	}
+	return 0;
+}
+
+/* The device checkpoints write the log to: the store's own with a storage tier, else one opened
+ * here on <dir>/Store for checkpoints only (native, falling back to what the file system allows).
+ * 0, or -1 after printing why. */
+static int server_logdev_open(void)
+{
+	char store[sizeof(g_cfg.dir) + 8], err[512] = "";
+	dev_config dc;
+
+	if (g_srv.dev) {
+		g_srv.logdev = g_srv.dev;
+		return 0;
+	}
+	snprintf(store, sizeof(store), "%s/Store", g_cfg.dir);
+	if (mkdir(store, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "spillway: cannot create %s for checkpoints (--dir %s): %s\n", store, g_cfg.dir,
+		        strerror(errno));
+		return -1;
+	}
+	dev_config_init(&dc);
+	dc.type = "native";
+	dc.dir = store;
+	dc.prefix = "hlog.";
+	dc.segment_bytes = g_cfg.segment_bytes;
+	dc.allow_fallback = true;
+	int rc = dev_open(&dc, &g_srv.logdev, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "spillway: cannot open the checkpoint device in %s: %s\n", store,
+		        err[0] ? err : spw_strerror(rc));
+		return -1;
+	}
+	g_srv.logdev_own = true;
 	return 0;
 }
 
@@ -501,8 +544,9 @@ static void signals_set(void (*fn)(int), bool pipe)
 	sigaction(SIGINT, &sa, NULL);
 }
 
-/* Start every worker thread and wait for them all to stop. The exit code: 0 after a graceful
- * stop, 1 when a worker could not start. */
+/* Start every worker thread, recover the store while they answer -LOADING, start the saver, and
+ * wait for the workers to stop; then the final checkpoint. The exit code: 0 after a graceful stop,
+ * 1 when a worker could not start, recovery failed or the final checkpoint failed. */
 static int workers_run(void)
 {
 	int started = 0;
@@ -515,14 +559,27 @@ static int workers_run(void)
 			break;
 		}
 	}
-	if (started == g_srv.nworkers) {
+	bool ok = started == g_srv.nworkers;
+	if (ok) {
 		spw_log(SPW_LOG_NOTICE, 0, "Running mode=standalone, port=%d, threads=%d.", g_cfg.port,
 		        g_srv.nworkers);
-		spw_log(SPW_LOG_NOTICE, 0, "Ready to accept connections");
+		if (persist_recover() < 0) {
+			ok = false;
+			atomic_store(&g_srv.start_failed, 1);
+			server_request_shutdown();   /* listeners close: no partial dataset is served */
+		} else {
+			if (persist_start() < 0)
+				spw_log(SPW_LOG_WARNING, 0, "No periodic checkpoints: the saver did not start");
+			server_wake_all();   /* workers open their AOF writers now that loading is over */
+			spw_log(SPW_LOG_NOTICE, 0, "Ready to accept connections");
+		}
 	}
 	for (int i = 0; i < started; i++)
 		pthread_join(g_srv.workers[i].thread, NULL);
 	int exit_code = atomic_load(&g_srv.start_failed) ? 1 : 0;
+	/* Every worker has exited: every acknowledged write is in the store (note at the top). */
+	if (persist_stop(ok && !atomic_load(&g_srv.shutdown_nosave)) < 0)
+		exit_code = 1;
 	if (!exit_code)
 		spw_log(SPW_LOG_NOTICE, 0, "Spillway is now ready to exit, bye bye...");
 	return exit_code;
@@ -549,6 +606,17 @@ int server_main(int argc, char **argv)
 	if (server_device_open() < 0 || server_store_open() < 0)
 		return 1;
 	int exit_code = 1;
+	if (server_logdev_open() < 0)
+		goto out;
+	if (g_cfg.aof && (rc = aof_dir_prepare(g_cfg.dir)) < 0) {
+		fprintf(stderr, "spillway: cannot prepare %s/%s for the AOF: %s\n", g_cfg.dir, AOF_DIR_NAME,
+		        spw_strerror(rc));
+		goto out;
+	}
+	if (g_cfg.aof && (rc = aof_sync_thread_start()) < 0) {
+		spw_log(SPW_LOG_WARNING, -rc, "Cannot start the AOF sync thread");
+		goto out;
+	}
 	rc = workers_create();
 	if (rc < 0) {
 		spw_log(SPW_LOG_WARNING, -rc, "Cannot create the workers");
@@ -563,8 +631,12 @@ out:
 	/* Signals may still arrive: make them harmless before the workers go away. */
 	signals_set(SIG_IGN, false);
 	workers_destroy();
+	aof_sync_thread_stop();
 	hlog_close(g_srv.store);
 	g_srv.store = NULL;
+	if (g_srv.logdev_own)
+		dev_close(g_srv.logdev);
+	g_srv.logdev = NULL;
 	dev_close(g_srv.dev);   /* after the log: it flushes through the device as it closes */
 	g_srv.dev = NULL;
 	return exit_code;

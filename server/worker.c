@@ -69,9 +69,24 @@
  *     backlog, and a synchronous device completes those reads without signalling its fd, so
  *     sleeping on it would hang a long backlog (many reads of one op beyond the throttle, park.c
  *     note 3). The poll and the resumes are park.c's worker_io_pass.
+ *
+ * Durability (persist.c, aof.h):
+ *  7. With --aof, each worker has its own AOF writer, opened on its thread once loading is over
+ *     and set as its session's redo hook: every change the worker's commands make appends a record
+ *     to the writer's buffer. worker_aof_flush writes the pass's records with one write (and with
+ *     --aof-fsync always one sync: group commit) at the start of client_pending_flush, the one place
+ *     replies leave, and again before the replies of commands that a drained client ran there, so
+ *     under always no reply of a write leaves before its record is durable. A write or sync error
+ *     under always exits the process (as Redis: the reply may already be in a buffer and the change
+ *     cannot be undone); under everysec/no it is logged, shown in INFO and retried next pass (the
+ *     records stay buffered). At a pass's start (worker_aof_refresh) the worker follows CONFIG SET
+ *     appendonly/appendfsync and rotates to the generation the saver moved g_srv.aof_gen to.
+ *  8. SAVE parks its client (CLIENT_SAVE_WAIT) until the saver's checkpoint ends; the saver sets
+ *     save_pending and writes the eventfd, and worker_wake answers the waiters (persist.c note 4).
  */
 #include "server/server_int.h"
 #include "server/conn.h"
+#include "server/aof.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -191,6 +206,22 @@ static void worker_stop_begin(worker *w)
 	}
 }
 
+/* Answer the SAVE waiters whose checkpoint is done, and run what they sent after it (note 8). */
+static void worker_save_answer(worker *w)
+{
+	for (client *c = w->clients; c; c = c->next) {
+		int rc;
+		if (!(c->flags & CLIENT_SAVE_WAIT) || !persist_save_done(c->save_ticket, &rc))
+			continue;
+		c->flags &= ~CLIENT_SAVE_WAIT;
+		if (rc == 0)
+			reply_ok(c);
+		else
+			reply_error(c, "ERR");   /* Redis 7.0's failed SAVE: shared.err */
+		client_process_input(w, c);   /* its later requests; pends it for writing */
+	}
+}
+
 static void worker_wake(worker *w)
 {
 	uint64_t v;
@@ -200,6 +231,93 @@ static void worker_wake(worker *w)
 		for (client *c = w->clients; c; c = c->next)
 			if (atomic_load_explicit(&c->kill_mark, memory_order_relaxed))
 				client_close_async(c);
+	}
+	if (atomic_exchange(&w->save_pending, 0))
+		worker_save_answer(w);
+}
+
+/* ---------------- the AOF (note 7) ---------------- */
+
+static void worker_aof_close(worker *w)
+{
+	if (!w->aof)
+		return;
+	hlog_session_set_redo(w->sess, NULL, NULL);
+	aof_writer_close(w->aof);   /* flushes and syncs what is left */
+	w->aof = NULL;
+	atomic_fetch_sub(&g_srv.aof_writers, 1);
+}
+
+/* An AOF write, sync, open or rotate error (note 7): fatal under always, else logged once per
+ * error and shown in INFO. */
+static void worker_aof_error(worker *w, int rc, const char *what)
+{
+	if (__atomic_load_n(&g_cfg.aof_fsync, __ATOMIC_RELAXED) == AOF_FSYNC_ALWAYS) {
+		spw_log(SPW_LOG_WARNING, -rc, "Can't recover from AOF write error when the AOF fsync policy is "
+		        "'always'. Exiting...");
+		exit(1);
+	}
+	if (rc != w->aof_err)
+		spw_log(SPW_LOG_WARNING, 0, "Error writing to the AOF file (%s, worker %d): %s", what, w->idx,
+		        spw_strerror(rc));
+	w->aof_err = rc;
+	atomic_store(&g_srv.aof_write_err, rc);
+}
+
+/* At a pass's start: open, close, rotate or re-mode the writer as --aof, the saver's generation
+ * and --aof-fsync say. Nothing while loading: the replay's own changes are not logged, and no
+ * write command runs then. */
+static void worker_aof_refresh(worker *w)
+{
+	bool want = __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED) &&
+	            !atomic_load_explicit(&g_srv.loading, memory_order_relaxed);
+	if (SPW_LIKELY(!want && !w->aof))
+		return;
+	if (!want) {
+		worker_aof_close(w);
+		return;
+	}
+	uint64_t gen = atomic_load_explicit(&g_srv.aof_gen, memory_order_relaxed);
+	int mode = __atomic_load_n(&g_cfg.aof_fsync, __ATOMIC_RELAXED);
+	if (!w->aof) {
+		int rc = aof_writer_open(&w->aof, g_cfg.dir, w->idx, gen, mode);
+		if (rc < 0) {
+			w->aof = NULL;
+			worker_aof_error(w, rc, "open");
+			return;
+		}
+		w->aof_gen = gen;
+		w->aof_fsync = mode;
+		hlog_session_set_redo(w->sess, aof_redo, w->aof);
+		atomic_fetch_add(&g_srv.aof_writers, 1);
+		return;
+	}
+	if (gen != w->aof_gen) {
+		int rc = aof_writer_rotate(w->aof, gen);
+		if (rc < 0)
+			worker_aof_error(w, rc, "rotate");   /* tried again next pass */
+		else
+			w->aof_gen = gen;
+	}
+	if (mode != w->aof_fsync) {
+		aof_writer_set_fsync(w->aof, mode);
+		w->aof_fsync = mode;
+	}
+}
+
+void worker_aof_flush(worker *w)
+{
+	if (SPW_LIKELY(!w->aof) || !aof_writer_dirty(w->aof))
+		return;
+	int rc = aof_writer_flush(w->aof);
+	if (rc < 0) {
+		worker_aof_error(w, rc, "write");
+		return;
+	}
+	if (SPW_UNLIKELY(w->aof_err)) {
+		spw_log(SPW_LOG_WARNING, 0, "AOF write error looks solved, Redis can write again.");
+		w->aof_err = 0;
+		atomic_store(&g_srv.aof_write_err, 0);
 	}
 }
 
@@ -214,7 +332,7 @@ static void worker_cron(worker *w)
 	if (timeout > 0) {
 		int64_t limit = (int64_t)timeout * 1000;
 		for (client *c = w->clients; c; c = c->next) {
-			if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PARKED)) && !c->out.bytes &&
+			if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PARKED | CLIENT_SAVE_WAIT)) && !c->out.bytes &&
 			    w->now_ms - c->last_ms > limit) {
 				spw_log(SPW_LOG_VERBOSE, 0, "Closing idle client id=%llu addr=%s",
 				        (unsigned long long)c->id, c->addr);
@@ -377,6 +495,7 @@ void *worker_main(void *arg)
 		hlog_session_protect(w->sess);
 		hlog_session_set_now(w->sess, w->now_ms);
 		worker_config_refresh(w);
+		worker_aof_refresh(w);
 		worker_events(w, evs, n);
 		if (w->tier)
 			worker_io_pass(w);
@@ -393,6 +512,7 @@ void *worker_main(void *arg)
 	}
 	while (w->clients)
 		client_free(w, w->clients);
+	worker_aof_close(w);   /* before the session: its redo hook points at the writer */
 	hlog_session_close(w->sess);   /* on this thread: it closes the device queue (hlog.h) */
 	w->sess = NULL;
 	return NULL;
@@ -420,6 +540,15 @@ void server_wake_all(void)
 	for (int i = 0; i < g_srv.nworkers; i++)
 		if (g_srv.workers[i].wake_fd >= 0)
 			worker_poke(&g_srv.workers[i]);
+}
+
+void server_wake_saves(void)
+{
+	for (int i = 0; i < g_srv.nworkers; i++) {
+		atomic_store(&g_srv.workers[i].save_pending, 1);
+		if (g_srv.workers[i].wake_fd >= 0)
+			worker_poke(&g_srv.workers[i]);
+	}
 }
 
 int server_kill_clients(uint64_t id, const char *addr, const char *laddr, bool skipme, client *self)

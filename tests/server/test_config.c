@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "server/server_int.h"
+#include "server/aof.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -162,8 +163,10 @@ static void test_bad_values_stop_startup_naming_the_flag(void **state)
 	expect_rejected(a9, ARGC(a9), "--maxclients");
 	char *a10[] = { "s", "--device-type", "floppy" };
 	expect_rejected(a10, ARGC(a10), "--device-type");
-	char *a11[] = { "s", "--appendonly", "yes" };
-	expect_rejected(a11, ARGC(a11), "--appendonly");
+	char *a11[] = { "s", "--appendfsync", "sometimes" };
+	expect_rejected(a11, ARGC(a11), "everysec, always, no");
+	char *a12[] = { "s", "--save", "900" };
+	expect_rejected(a12, ARGC(a12), "Invalid save parameters");
 }
 
 static void test_store_geometry_is_checked_at_startup(void **state)
@@ -305,9 +308,8 @@ static void test_config_set_answers_redis_error_texts(void **state)
 	assert_int_equal(set1("loglevel", "debug", err, sizeof(err)), 0);
 	assert_int_equal(spw_log_level, SPW_LOG_DEBUG);
 	/* read-only reported options accept their one value */
-	assert_int_equal(set1("save", "", err, sizeof(err)), 0);
-	assert_int_equal(set1("appendonly", "no", err, sizeof(err)), 0);
-	assert_int_equal(set1("appendonly", "yes", err, sizeof(err)), -EINVAL);
+	assert_int_equal(set1("maxmemory", "0", err, sizeof(err)), 0);
+	assert_int_equal(set1("maxmemory", "1", err, sizeof(err)), -EINVAL);
 	config_defaults();
 }
 
@@ -372,8 +374,10 @@ static void test_config_get_matches_globs_without_case(void **state)
 	assert_true(seen_find(&s, "port") >= 0);
 	assert_true(seen_find(&s, "io-threads") >= 0);   /* aliases are listed too, as Redis */
 	assert_int_equal(seen_find(&s, "config"), -1);   /* --config is a start-up flag only */
-	assert_string_equal(s.values[seen_find(&s, "save")], "");
+	assert_string_equal(s.values[seen_find(&s, "save")], "3600 1 300 100 60 10000");
 	assert_string_equal(s.values[seen_find(&s, "appendonly")], "no");
+	assert_string_equal(s.values[seen_find(&s, "appendfsync")], "everysec");
+	assert_string_equal(s.values[seen_find(&s, "dbfilename")], "dump.rdb");
 	assert_string_equal(s.values[seen_find(&s, "loglevel")], "notice");
 	assert_string_equal(s.values[seen_find(&s, "storage-tier")], "no");
 	assert_string_equal(s.values[seen_find(&s, "memory")], "17179869184");
@@ -398,6 +402,76 @@ static void test_config_get_matches_globs_without_case(void **state)
 	memset(&s, 0, sizeof(s));
 	config_get_matching("nosuch", 6, collect, &s);
 	assert_int_equal(s.n, 0);
+}
+
+/* Durability options (persist.c): Redis's names and ours are one option; save's rules parse and
+ * print as Redis 7's, accumulate over the start-up lines and are replaced by CONFIG SET. */
+static void test_durability_options_take_redis_and_garnet_names(void **state)
+{
+	(void)state;
+	char err[512];
+	seen s = { .n = 0 };
+	config_defaults();
+	assert_false(g_cfg.aof);
+	assert_int_equal(g_cfg.aof_fsync, AOF_FSYNC_EVERYSEC);
+	assert_int_equal(g_cfg.checkpoint_interval, 300);
+	assert_int_equal(g_cfg.save.n, 3);
+	assert_int_equal(g_cfg.recover_checkpoint, SPW_RECOVER_NEWEST);
+
+	char *a1[] = { "s", "--appendonly", "yes", "--appendfsync", "always", "--save", "900", "1",
+	               "300", "10", "--recover-checkpoint", "previous" };
+	assert_int_equal(config_load(ARGC(a1), a1), 0);
+	assert_true(g_cfg.aof);
+	assert_int_equal(g_cfg.aof_fsync, AOF_FSYNC_ALWAYS);
+	assert_int_equal(g_cfg.recover_checkpoint, SPW_RECOVER_PREVIOUS);
+	config_get_matching("save", 4, collect, &s);
+	config_get_matching("aof-fsync", 9, collect, &s);
+	assert_string_equal(s.values[seen_find(&s, "save")], "900 1 300 10");
+	assert_string_equal(s.values[seen_find(&s, "aof-fsync")], "always");
+
+	char *a2[] = { "s", "--aof", "no", "--save", "", "--aof-fsync", "no" };
+	assert_int_equal(config_load(ARGC(a2), a2), 0);
+	assert_false(g_cfg.aof);
+	assert_int_equal(g_cfg.save.n, 0);
+	assert_int_equal(g_cfg.aof_fsync, AOF_FSYNC_NO);
+
+	/* A config file's save lines add up, as Redis's; the first replaces the defaults. */
+	char path[] = "/tmp/spw_test_conf_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_file(path, "save 900 1\nsave 60 10000\ndbfilename x.rdb\n");
+	char *a3[] = { "s", path };
+	assert_int_equal(config_load(ARGC(a3), a3), 0);
+	assert_int_equal(g_cfg.save.n, 2);
+	assert_int_equal(g_cfg.save.r[1].seconds, 60);
+	assert_string_equal(g_cfg.dbfilename, "x.rdb");
+	unlink(path);
+
+	/* CONFIG SET: Redis 7.0's answers. */
+	assert_int_equal(set1("save", "10 20", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.save.n, 1);
+	assert_int_equal(set1("save", "900", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters");
+	assert_int_equal(set1("save", "0 0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(set1("save", " 10  20 ", err, sizeof(err)), -EINVAL);
+	assert_int_equal(set1("save", "", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.save.n, 0);
+	assert_int_equal(set1("appendfsync", "bad", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'appendfsync') - "
+	                         "argument(s) must be one of the following: everysec, always, no");
+	assert_int_equal(set1("appendonly", "maybe", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'appendonly') - "
+	                         "argument must be 'yes' or 'no'");
+	assert_int_equal(set1("dbfilename", "y.rdb", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'dbfilename') - "
+	                         "can't set protected config");
+	assert_int_equal(set1("appendfilename", "y.aof", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'appendfilename') - "
+	                         "can't set immutable config");
+	assert_int_equal(set1("checkpoint-interval", "0", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.checkpoint_interval, 0);
+	config_defaults();
 }
 
 static void test_config_rewrite_needs_a_config_file(void **state)
@@ -451,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_config_set_answers_redis_error_texts),
 		cmocka_unit_test(test_config_set_is_all_or_nothing),
 		cmocka_unit_test(test_config_get_matches_globs_without_case),
+		cmocka_unit_test(test_durability_options_take_redis_and_garnet_names),
 		cmocka_unit_test(test_config_rewrite_needs_a_config_file),
 		cmocka_unit_test(test_config_rewrite_keeps_comments_and_writes_current_values),
 	};

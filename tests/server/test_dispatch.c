@@ -152,6 +152,7 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"pexpireat", "ttl", "pttl", "expiretime", "pexpiretime", "persist", "touch", "keys", "scan",
 		"randomkey", "rename", "renamenx", "copy", "dbsize", "flushdb", "flushall", "ping", "echo",
 		"quit", "hello", "info", "config", "command", "client", "select", "time", "shutdown", "auth",
+		"save", "bgsave", "lastsave",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
@@ -360,9 +361,33 @@ static void test_quit_closes_after_the_reply(void **state)
 	assert_string_equal(run("auth", "default", "pw", NULL), "+OK\r\n");
 }
 
+/* While the store loads (persist.c note 1), commands without Redis's "loading" flag (PING among
+ * them, as in Redis 7.0) get Redis's exact -LOADING error and count as rejected; loading ones
+ * (ECHO, CONFIG) run. */
+static void test_loading_rejects_commands_without_the_loading_flag(void **state)
+{
+	(void)state;
+	atomic_store(&g_srv.loading, 1);
+	out_reset();
+	const spw_command *get = command_lookup("get", 3);
+	uint64_t rejected = W.stats.cmd_rejected[get->index];
+	assert_string_equal(run("get", "k", NULL), "-LOADING Redis is loading the dataset in memory\r\n");
+	assert_int_equal(W.stats.cmd_rejected[get->index], rejected + 1);
+	assert_string_equal(run("set", "k", "v", NULL), "-LOADING Redis is loading the dataset in memory\r\n");
+	assert_string_equal(run("save", NULL), "-LOADING Redis is loading the dataset in memory\r\n");
+	assert_string_equal(run("get", NULL), "-ERR wrong number of arguments for 'get' command\r\n");
+	assert_string_equal(run("ping", NULL), "-LOADING Redis is loading the dataset in memory\r\n");   /* as Redis 7.0: PING has no loading flag */
+	assert_string_equal(run("echo", "x", NULL), "$1\r\nx\r\n");
+	assert_string_equal(run("time", "x", NULL), "-ERR wrong number of arguments for 'time' command\r\n");
+	assert_string_equal(run("config", "get", "appendonly", NULL), "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+	atomic_store(&g_srv.loading, 0);
+	assert_string_equal(run("bgsave", "now", NULL), "-ERR syntax error\r\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_loading_rejects_commands_without_the_loading_flag),
 		cmocka_unit_test(test_lookup_is_case_insensitive_and_exact),
 		cmocka_unit_test(test_every_handler_of_the_contract_has_a_table_entry),
 		cmocka_unit_test(test_unknown_command_error_matches_redis),
