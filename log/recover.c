@@ -328,8 +328,13 @@ int hlog_recover(hlog *l, hlog_session *s, const char *dir, dev *logdev, int whi
 	}
 	rc = recover_load(l, dir, logdev, q, &m, &out->repaired, why, whylen);
 	dev_queue_close(q);
-	if (rc < 0)
+	if (rc < 0) {
+		size_t len = strlen(why);
+		if (which == 0 && n > 1)
+			ckpt_why(why + len, whylen - len, "; to start from the previous checkpoint (%" PRIu64 ") and "
+			         "lose what came after it, start with --recover-checkpoint previous", ids[1]);
 		return rc;
+	}
 	out->id = m.id;
 	out->begin = m.begin;
 	out->cut = m.cut;

@@ -611,6 +611,19 @@ int aof_remove_all(const char *dir, bool keep_aside)
 	if (n < 0) return n;
 	int done = 0;
 	rc = 0;
+	if (keep_aside && n > 0) {
+		/* Only the last start's replayed files are kept aside: older ones go now. */
+		DIR *d = opendir(adir);
+		struct dirent *e;
+		while (d && (e = readdir(d)) != NULL) {
+			size_t len = strlen(e->d_name);
+			if (len > 9 && !strcmp(e->d_name + len - 9, ".replayed") &&
+			    (size_t)snprintf(path, sizeof(path), "%s/%s", adir, e->d_name) < sizeof(path))
+				unlink(path);
+		}
+		if (d)
+			closedir(d);
+	}
 	for (int i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s/%s", adir, v[i].name);
 		int r;

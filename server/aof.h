@@ -69,8 +69,9 @@ uint64_t aof_writer_bytes(const aof_writer *w); /* bytes written to the current 
 /* Delete every closed file (registry) whose records all have addr < cut: a durable checkpoint with
  * that cut covers them. Returns the number of files removed. */
 int aof_prune(const char *dir, uint64_t cut);
-/* Delete (or, with keep_aside, rename to *.replayed) every AOF file in dir: after recovery replayed
- * them into a checkpoint. Returns the number of files, or -errno. */
+/* Delete (or, with keep_aside, rename to *.replayed, removing the *.replayed of an earlier start
+ * first) every AOF file in dir: after recovery replayed them into a checkpoint. Returns the number
+ * of files, or -errno. */
 int aof_remove_all(const char *dir, bool keep_aside);
 /* The largest generation present in dir (0 when none). */
 uint64_t aof_max_gen(const char *dir);

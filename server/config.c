@@ -172,8 +172,11 @@ static const spw_option options[] = {
 	  "scatter-gather GET: a GET that waits on the device also queues the reads of the GETs and "
 	  "MGETs pipelined after it, so they go out in one submission" },
 	{ "device-fault", NULL, OPT_FAULT, OPT_TIER | OPT_MUTABLE, 0, 0, "", FIELD(device_fault_spec), NULL,
-	  apply_device_fault, "arm the fault injector of --device-type fault:<type>: \"[read|write|any] "
-	  "[N] [once|sticky] [eio|enospc|short|torn]\" fails the Nth IO (\"\" or off disarms)" },
+	  apply_device_fault, "arm the fault injector of --device-type fault:<type> (the storage tier's "
+	  "device, or without one the device checkpoints write the log to): \"[read|write|any] "
+	  "[N] [once|sticky] [eio|enospc|short|torn]\" fails the Nth IO; \"powercut\" holds every write "
+	  "until a sync (a SIGKILL then loses what was not synced), \"powercut-now\" drops them at once "
+	  "(\"\" or off disarms)" },
 	/* Durability (persist.c: checkpoints and recovery; aof.c: the append-only file). */
 	{ "aof", "appendonly", OPT_BOOL, OPT_MUTABLE, 0, 0, "no", FIELD(aof), NULL, apply_persist,
 	  "append every write to <dir>/appendonlydir and replay it after the newest checkpoint at start "
@@ -387,7 +390,8 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		if (dev_fault_spec_parse(text, &spec, err, errlen) < 0)   /* device.h has the grammar */
 			return -EINVAL;
 		/* Running: only a fault device can be armed. At start-up server_main checks it. */
-		if (g_srv.dev && !(g_srv.dev->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
+		dev *fd = g_srv.dev ? g_srv.dev : g_srv.logdev;   /* the checkpoints' without a tier */
+		if (fd && !(fd->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
 			snprintf(err, errlen, "the device is not a fault injector (start with --device-type "
 			         "fault:<type>)");
 			return -EINVAL;

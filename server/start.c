@@ -395,11 +395,13 @@ void server_device_fault_apply(void)
 {
 	dev_fault_spec spec;
 	char why[256];
-	if (!g_srv.dev || !(g_srv.dev->caps & DEV_CAP_FAULT))
+	/* The store's device, or without a storage tier the checkpoints' log device. */
+	dev *d = g_srv.dev ? g_srv.dev : g_srv.logdev;
+	if (!d || !(d->caps & DEV_CAP_FAULT))
 		return;
 	if (dev_fault_spec_parse(g_cfg.device_fault_spec, &spec, why, sizeof(why)) < 0)
 		return;   /* checked when it was set */
-	int rc = dev_fault_set(g_srv.dev, &spec);
+	int rc = dev_fault_set(d, &spec);
 	spw_log(SPW_LOG_NOTICE, rc, "Device fault injector %s: '%s'", rc ? "refused" : "armed",
 	        g_cfg.device_fault_spec);
 }
@@ -448,8 +450,9 @@ static void server_state_init(const char *argv0)
 static int server_device_open(void)
 {
 	if (!g_cfg.storage_tier) {
-		if (g_cfg.device_fault_spec[0]) {
-			fprintf(stderr, "spillway: --device-fault needs --storage-tier and --device-type fault:<type>\n");
+		/* Without a tier the fault injector wraps the checkpoints' log device (server_logdev_open). */
+		if (g_cfg.device_fault_spec[0] && !g_cfg.device_fault) {
+			fprintf(stderr, "spillway: --device-fault needs --device-type fault:<type>\n");
 			return -1;
 		}
 		return 0;
@@ -514,7 +517,7 @@ static int server_logdev_open(void)
 		return -1;
 	}
 	dev_config_init(&dc);
-	dc.type = "native";
+	dc.type = g_cfg.device_fault ? "fault:native" : "native";
 	dc.dir = store;
 	dc.prefix = "hlog.";
 	dc.segment_bytes = g_cfg.segment_bytes;
@@ -526,6 +529,7 @@ static int server_logdev_open(void)
 		return -1;
 	}
 	g_srv.logdev_own = true;
+	server_device_fault_apply();
 	return 0;
 }
 
