@@ -126,7 +126,10 @@ static bool op_make(const model *m, int i, int k, int *argc, const char *argv[4]
 	const char *cur = m->val[i][k];
 	switch (rnd(4)) {
 	case 0:   /* SET */
-		snprintf(bufs[1], VMAX, "v%d", rnd(1000000));
+		snprintf(bufs[1], VMAX, "v%d-%.*s", rnd(1000000), rnd(VMAX / 2),
+		         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
 		argv[0] = "set";
 		argv[2] = bufs[1];
 		*argc = 3;
@@ -291,13 +294,43 @@ static void test_kill_storage_tier(void **state)
 	crash_rounds_run(extra, crash_rounds(25), true);
 }
 
-/* The log's device forgets what was not synced (note: only the log: the AOF is a plain file). */
+/* The log's device forgets what was not synced (note: only the log: the AOF is a plain file).
+ * First more data than --memory, so that pages are written to the device (INFO tier_flush_writes),
+ * which forgets them at the kill: every key must come back all the same. Then kill rounds. */
 static void test_power_cut(void **state)
 {
 	(void)state;
 	const char *extra[] = { "--aof", "yes", "--aof-fsync", "always", "--storage-tier",
 	                        "--device-type", "fault:posix", "--device-fault", "powercut",
-	                        "--memory", "512k", NULL };
+	                        "--memory", "256k", NULL };
+	enum { NFILL = 2000 };
+	itest_server s;
+	itest_conn c;
+	char key[32], val[320];
+	memset(val, 'p', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	for (int i = 0; i < NFILL; i++) {
+		snprintf(key, sizeof(key), "fill:%d", i);
+		val[0] = (char)('a' + i % 26);
+		itest_expect(&c, "+OK\r\n", "set", key, val, NULL);
+	}
+	assert_true(itest_info_stat(&c, "tier_flush_writes") > 0);   /* pages went to the device */
+	itest_conn_close(&c);
+	kill(s.pid, SIGKILL);
+	assert_int_equal(itest_server_wait(&s, ITEST_TIMEOUT_MS), 128 + SIGKILL);
+	itest_server_stop(&s);
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	for (int i = 0; i < NFILL; i++) {
+		snprintf(key, sizeof(key), "fill:%d", i);
+		val[0] = (char)('a' + i % 26);
+		itest_expect_bulk(&c, val, "get", key, NULL);
+	}
+	assert_int_equal(itest_info_field(&c, "persistence", "aof_replayed_records"), NFILL);
+	itest_conn_close(&c);
+	assert_int_equal(itest_server_stop(&s), 0);
 	crash_rounds_run(extra, crash_rounds(8), true);
 }
 
