@@ -43,6 +43,10 @@
  *     Until it completes, a crash restores the previous checkpoint plus the AOF written since.
  *  6. Shutdown: the saver stops (a checkpoint it runs finishes first); the final checkpoint runs
  *     on the main thread after the workers have exited, so every acknowledged write is in it.
+ *  7. The saver runs at nice SAVER_NICE: a checkpoint is background work (its CPU is the index
+ *     image's compression and copy), and on a machine with no idle core it must not take the
+ *     workers' time slices (GET p99.9 during BGSAVE, docs/BENCHMARKS.md appendix H). Not
+ *     SCHED_IDLE: under constant full load a checkpoint must still finish.
  */
 #include "server/server_int.h"
 #include "server/aof.h"
@@ -55,6 +59,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +68,7 @@
 #define CKPT_RETRY_MS      5000          /* an automatic checkpoint that failed waits this long */
 #define LOAD_LOG_MS        5000          /* a progress line this often during long loads */
 #define REPLAY_WAIT_TRIES  10            /* 1 ms polls before a pending replay op runs again */
+#define SAVER_NICE         10            /* the saver thread's nice value (note 7) */
 
 /* ---------------- state ---------------- */
 
@@ -417,6 +424,9 @@ static void *saver_main(void *arg)
 {
 	hlog_session *s = NULL;
 	(void)arg;
+	/* Note 7: a checkpoint's CPU (the index image's compression above all) yields to the workers. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SAVER_NICE) < 0)
+		spw_log(SPW_LOG_VERBOSE, errno, "The saver keeps the workers' priority");
 	int rc = session_open(&s, NULL, NULL);
 	if (rc < 0) {
 		spw_log(SPW_LOG_WARNING, 0, "The saver cannot open a store session: %s; no checkpoints until "

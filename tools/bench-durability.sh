@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# bench-durability.sh - durability figures, spillway-server and redis-server side by side in one run
+# on this machine (docs/BENCHMARKS.md, appendix H):
+#
+#   restart   N keys of 100 bytes loaded (spillway-bench --op SET --runtime 0), a checkpoint (SAVE),
+#             kill -9, start again on the same files: milliseconds from exec to the first +PONG
+#             (both answer -LOADING until then). Spillway with --storage-tier (the log stays on the
+#             device, the index image is loaded) and memory-only (the whole log is read back);
+#             redis-server loading its RDB. Also the checkpoint's duration and index image size.
+#   aof       redis-benchmark -t set -c 50 -n SET_N -d 100 (no pipelining) with --aof-fsync always,
+#             everysec, no, against redis-server --appendonly yes --appendfsync the same.
+#   bgsave    GET latency (spillway-bench --rate, open loop, p50/p99/p99.9) on the loaded tiered
+#             server, idle and while BGSAVE runs back to back.
+#
+# Environment: KEYS="2000000 10000000" (restart sizes), SET_N=200000, RATE=20000, LAT_S=10,
+# SPW_BIN=build/bin, THREADS=2 (spillway workers), DATA=/tmp (where the folders go).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
+
+KEYS=${KEYS:-"2000000 10000000"}
+SET_N=${SET_N:-200000}
+RATE=${RATE:-20000}
+LAT_S=${LAT_S:-10}
+BIN=${SPW_BIN:-build/bin}
+THREADS=${THREADS:-2}
+DATA=${DATA:-/tmp}
+
+for tool in redis-server redis-benchmark redis-cli; do
+	command -v "$tool" >/dev/null || { echo "bench-durability.sh: $tool not found" >&2; exit 1; }
+done
+[ -x "$BIN/spillway-server" ] && [ -x "$BIN/spillway-bench" ] ||
+	{ echo "bench-durability.sh: build first (cmake --build build)" >&2; exit 1; }
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# wait_ready PORT PID: until PING answers PONG (not -LOADING); 1 when the process died.
+wait_ready() {
+	while :; do
+		[ "$(redis-cli -h 127.0.0.1 -p "$1" PING 2>/dev/null)" = PONG ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.01
+	done
+}
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# spw_start DIR PORT FLAGS...: starts spillway-server in the background; sets PID.
+spw_start() {
+	local dir=$1 port=$2
+	shift 2
+	"$BIN/spillway-server" --bind 127.0.0.1 --port "$port" --dir "$dir" --logdir "$dir" \
+		--threads "$THREADS" --save "" --checkpoint-interval 0 "$@" >>"$dir/server.log" 2>&1 &
+	PID=$!
+	PIDS+=("$PID")
+}
+
+redis_start() {
+	local dir=$1 port=$2
+	shift 2
+	redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --dbfilename dump.rdb --save "" \
+		--appendonly no --daemonize no "$@" >>"$dir/server.log" 2>&1 &
+	PID=$!
+	PIDS+=("$PID")
+}
+
+load_keys() {   # PORT N
+	"$BIN/spillway-bench" -p "$1" --op SET --dbsize "$2" --valuelength 100 --runtime 0 --quiet \
+		-t 2 >/dev/null
+}
+
+# restart_row NAME N START_FN FLAGS...: load, SAVE, kill -9, restart; prints a row.
+restart_row() {
+	local name=$1 n=$2 fn=$3
+	shift 3
+	local dir port t0 t1 save_ms ready_ms rss
+	dir=$(mktemp -d "$DATA/spw-dur.XXXXXX")
+	port=$(free_port)
+	"$fn" "$dir" "$port" "$@"
+	wait_ready "$port" "$PID"
+	load_keys "$port" "$n"
+	t0=$(now_ms)
+	redis-cli -p "$port" SAVE >/dev/null
+	t1=$(now_ms)
+	save_ms=$((t1 - t0))
+	local ckpt_bytes
+	ckpt_bytes=$(redis-cli -p "$port" INFO persistence | tr -d '\r' | awk -F: '/^checkpoint_last_bytes/ {print $2}')
+	kill -9 "$PID"
+	wait "$PID" 2>/dev/null || true
+	t0=$(now_ms)
+	"$fn" "$dir" "$port" "$@"
+	wait_ready "$port" "$PID"
+	t1=$(now_ms)
+	ready_ms=$((t1 - t0))
+	local dbsize
+	dbsize=$(redis-cli -p "$port" DBSIZE)
+	rss=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+	kill -9 "$PID"
+	wait "$PID" 2>/dev/null || true
+	printf "| %s | %s | %s | %s | %s | %s | %s |\n" "$name" "$n" "$dbsize" "$save_ms" \
+		"${ckpt_bytes:--}" "$ready_ms" "$((rss / 1024))"
+	rm -rf "$dir"
+}
+
+echo "## restart after kill -9 (checkpoint / RDB of N keys x 100 B)"
+echo
+echo "| server | keys | dbsize after | SAVE ms | index image bytes | restart ms (exec to PONG) | RSS MiB after |"
+echo "|---|---|---|---|---|---|---|"
+for n in $KEYS; do
+	idx=$(( n >= 5000000 ? 256 : 64 ))m
+	restart_row "redis-server (RDB)" "$n" redis_start
+	restart_row "spillway --storage-tier" "$n" spw_start --storage-tier --memory 1g --index "$idx"
+	restart_row "spillway memory-only" "$n" spw_start --memory 8g --index "$idx"
+done
+echo
+
+# aof_row NAME START_FN FLAGS...: SET/s with redis-benchmark; CPU of the server.
+aof_row() {
+	local name=$1 fn=$2
+	shift 2
+	local dir port out rps c0 c1
+	dir=$(mktemp -d "$DATA/spw-dur.XXXXXX")
+	port=$(free_port)
+	"$fn" "$dir" "$port" "$@"
+	wait_ready "$port" "$PID"
+	c0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+	out=$(redis-benchmark -p "$port" -t set -c 50 -n "$SET_N" -r 1000000 -d 100 -q 2>/dev/null | tr '\r' '\n' | grep -E 'requests per second' | tail -1)
+	c1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+	rps=$(echo "$out" | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/')
+	local tck
+	tck=$(getconf CLK_TCK)
+	local cpu_us
+	cpu_us=$(awk -v c=$((c1 - c0)) -v t="$tck" -v n="$SET_N" 'BEGIN { printf "%.1f", c / t * 1e6 / n }')
+	kill -9 "$PID"
+	wait "$PID" 2>/dev/null || true
+	printf "| %s | %s | %s |\n" "$name" "$rps" "$cpu_us"
+	rm -rf "$dir"
+}
+
+echo "## SET/s with an append-only file (redis-benchmark -t set -c 50 -n $SET_N -d 100, no pipelining)"
+echo
+echo "| server | SET/s | server CPU us/SET |"
+echo "|---|---|---|"
+for mode in always everysec no; do
+	aof_row "redis-server appendfsync $mode" redis_start --appendonly yes --appendfsync "$mode"
+	aof_row "spillway --threads 1 --aof-fsync $mode" spw_start --threads 1 --aof yes --aof-fsync "$mode"
+	aof_row "spillway --threads $THREADS --aof-fsync $mode" spw_start --aof yes --aof-fsync "$mode"
+done
+echo
+
+# GET latency idle and during back-to-back BGSAVE.
+n=$(echo "$KEYS" | awk '{print $1}')
+dir=$(mktemp -d "$DATA/spw-dur.XXXXXX")
+port=$(free_port)
+spw_start "$dir" "$port" --storage-tier --memory 1g --index 64m
+wait_ready "$port" "$PID"
+load_keys "$port" "$n"
+redis-cli -p "$port" SAVE >/dev/null
+lat_row() {
+	"$BIN/spillway-bench" -p "$port" -s --op GET --dbsize "$n" --valuelength 100 --rate "$RATE" --runtime "$LAT_S" \
+		--conns-per-thread 4 --quiet --csv "$dir/lat.csv" >/dev/null
+	local hdr row
+	hdr=$(head -1 "$dir/lat.csv")
+	row=$(tail -1 "$dir/lat.csv")
+	python3 - "$hdr" "$row" "$1" <<'EOF'
+import sys
+h = sys.argv[1].split(','); r = sys.argv[2].split(','); d = dict(zip(h, r))
+print("| %s | %s | %s | %s | %s | %s |" % (sys.argv[3], d.get('ops_per_s', '-'), d.get('p50_us', '-'),
+      d.get('p99_us', '-'), d.get('p999_us', '-'), d.get('max_us', '-')))
+EOF
+}
+echo "## GET latency during BGSAVE ($n keys, --storage-tier, $RATE GET/s open loop, ${LAT_S}s)"
+echo
+echo "| state | GET/s | p50 us | p99 us | p99.9 us | max us |"
+echo "|---|---|---|---|---|---|"
+lat_row idle
+( end=$(( $(date +%s) + LAT_S + 2 )); saves=0
+  while [ "$(date +%s)" -lt "$end" ]; do
+	redis-cli -p "$port" BGSAVE >/dev/null 2>&1 || true
+	while [ "$(redis-cli -p "$port" INFO persistence | tr -d '\r' | awk -F: '/^rdb_bgsave_in_progress/ {print $2}')" = 1 ]; do sleep 0.02; done
+	saves=$((saves + 1))
+  done; echo "$saves" >"$dir/saves" ) &
+bg=$!
+sleep 0.2
+lat_row "BGSAVE back to back"
+wait "$bg"
+echo
+echo "checkpoints completed during the BGSAVE run: $(cat "$dir/saves"); last checkpoint:" \
+	"$(redis-cli -p "$port" INFO persistence | tr -d '\r' | grep -E '^checkpoint_last_(duration_us|bytes)' | tr '\n' ' ')"
+kill -9 "$PID"
+rm -rf "$dir"
