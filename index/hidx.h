@@ -79,8 +79,8 @@ void hidx_stats_get(hidx *h, hidx_stats *out /* out */);
  * atomic load while other threads go on publishing: the image is fuzzy (an entry may be older or
  * newer than another), which the log's recovery repairs. Tentative entries are written as free.
  * hidx_image_load reads such an image into h, which must be freshly opened (no entry used) with the
- * same number of main buckets; it checks the format, the geometry and the checksum before it
- * changes h. Both return 0 or -errno (-EINVAL: not an image, or a geometry mismatch; SPW_E_CORRUPT
+ * same number of main buckets; it checks the format and the geometry first, decompresses into h,
+ * checks the checksums and the chains, and on any failure resets h to empty (as opened). Both return 0 or -errno (-EINVAL: not an image, or a geometry mismatch; SPW_E_CORRUPT
  * from common/spw.h: a checksum or a length is wrong), with why filled on failure.
  *
  * Format: a header (magic "SPWIDX01", version, main buckets, overflow buckets, uncompressed bytes),

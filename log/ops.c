@@ -69,6 +69,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log/alloc_int.h"
 #include "log/hlog_int.h"
@@ -552,11 +553,19 @@ uint64_t hlog_expires_count(hlog *l)
 }
 
 /* FLUSHALL waits for a checkpoint between its cut and its write-out (ckpt.c note 3): pages below
- * the new Begin would never be written, and the checkpoint needs them. */
+ * the new Begin would never be written, and the checkpoint needs them. It waits refreshing its
+ * epoch (it holds no record): the checkpoint it waits for waits for every session's epoch. */
 int hlog_flush_all(hlog_session *s)
 {
 	hlog *l = s->l;
-	pthread_mutex_lock(&l->ckpt_mu);
+	unsigned spins = 0;
+	while (pthread_mutex_trylock(&l->ckpt_mu) != 0) {
+		log_epoch_step(s);
+		if (++spins < 64)
+			log_cpu_relax();
+		else
+			usleep(200);   /* a write-out may take seconds: do not burn the core meanwhile */
+	}
 	uint64_t seq = log_redo_seq(s);
 	uint64_t head = alloc_truncate(s);
 	atomic_store(&l->keys_base, log_sum_keys(l));

@@ -20,9 +20,9 @@
  *     already cost O(N) in Redis); every other operation goes pending instead. Its reads count in
  *     scan_reads; a failed read skips the rest of that chain and is reported by hlog_scan_error.
  *
- *  3. hlog_records_visit is the page walker recovery and compaction will use; REC_VERSION bits are
- *     reserved for the checkpoint version. There is no recovery yet: a log opened on a device
- *     starts empty and overwrites what the segments held.
+ *  3. hlog_records_visit is the page walker of the tests (and of compaction later); recovery has
+ *     its own, which also reads pages from the device (recover.c). REC_VERSION bits stay reserved:
+ *     checkpoints need no version in the records (ckpt.c note 1).
  */
 
 #include <errno.h>

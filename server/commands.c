@@ -713,8 +713,7 @@ void command_dispatch(client *c)
 		goto rejected;
 	}
 	/* Redis's processCommand: while the dataset loads, only "loading" commands run (persist.c). */
-	if (SPW_UNLIKELY(atomic_load_explicit(&g_srv.loading, memory_order_relaxed)) &&
-	    !(cmd->flags & CMD_LOADING)) {
+	if (SPW_UNLIKELY(c->w->loading) && !(cmd->flags & CMD_LOADING)) {
 		reply_error(c, "LOADING Redis is loading the dataset in memory");
 		st->cmd_rejected[cmd->index]++;
 		goto rejected;

@@ -274,6 +274,7 @@ struct worker {
 	int64_t stop_deadline_ms;
 	/* Storage tier (worker.c note 6, park.c). */
 	bool tier;                    /* the store has a device: poll the session, park clients */
+	bool loading;                 /* g_srv.loading as this pass began (worker_aof_refresh) */
 	int io_fd;                    /* hlog_session_fd, in the epoll set (-1 when none) */
 	bool io_dirty;                /* reads may be queued and not yet submitted: poll before sleeping */
 	uint32_t nparked;             /* clients waiting on the device (io_wait) */

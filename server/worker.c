@@ -269,8 +269,10 @@ static void worker_aof_error(worker *w, int rc, const char *what)
  * write command runs then. */
 static void worker_aof_refresh(worker *w)
 {
-	bool want = __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED) &&
-	            !atomic_load_explicit(&g_srv.loading, memory_order_relaxed);
+	/* One reading of the loading flag per pass, for dispatch too (commands.c): a write command that
+	 * runs in this pass runs only if the writer was opened at its start. */
+	w->loading = atomic_load_explicit(&g_srv.loading, memory_order_acquire) != 0;
+	bool want = __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED) && !w->loading;
 	if (SPW_LIKELY(!want && !w->aof))
 		return;
 	if (!want) {

@@ -356,6 +356,63 @@ static void test_cut_under_writers(void **st)
 	ck_close(&e, true);
 }
 
+/* FLUSHALL from a protected session while checkpoints run: FLUSHALL waits for a checkpoint's
+ * write-out and the checkpoint waits for every session's epoch, so FLUSHALL must wait refreshing
+ * (ops.c); a plain lock there deadlocks this test. */
+typedef struct flusher {
+	hlog *l;
+	_Atomic int *stop;
+	int flushes;
+} flusher;
+
+static void *flusher_main(void *arg)
+{
+	flusher *f = arg;
+	hlog_session *s;
+	char key[32];
+	assert_int_equal(hlog_session_open(f->l, &s), 0);
+	while (!atomic_load(f->stop)) {
+		hlog_session_protect(s);
+		hlog_session_set_now(s, spw_time_ms());
+		for (int i = 0; i < 200; i++) {
+			hlog_key k;
+			snprintf(key, sizeof(key), "f:%d", i);
+			hlog_key_init(&k, key, strlen(key));
+			int rc = hlog_upsert(s, &k, "x", 1, HLOG_NO_EXPIRY);
+			assert_true(rc == HLOG_OK || rc == SPW_E_LOG_FULL);
+		}
+		assert_int_equal(hlog_flush_all(s), HLOG_OK);
+		f->flushes++;
+		hlog_session_unprotect(s);
+	}
+	hlog_session_close(s);
+	return NULL;
+}
+
+static void test_flushall_during_checkpoints(void **st)
+{
+	(void)st;
+	ck_env e;
+	_Atomic int stop = 0;
+	flusher f;
+	pthread_t th;
+	hlog_ckpt_info info;
+	char why[512];
+	ck_open_index(&e, false, true, 8 << 20);
+	f = (flusher){ .l = e.l, .stop = &stop };
+	assert_int_equal(pthread_create(&th, NULL, flusher_main, &f), 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(ck_checkpoint(&e, &info), 0);
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	assert_true(f.flushes > 0);
+	ck_close(&e, false);
+	ck_open_index(&e, false, false, 8 << 20);
+	assert_int_equal(ck_recover(&e, 0, &info, why, sizeof(why)), 0);
+	assert_true(hlog_key_count(e.l) <= 200);
+	ck_close(&e, true);
+}
+
 /* ---------------- refusals (recover.c note 2) ---------------- */
 
 static void flip_byte(const char *path, off_t at)
@@ -481,6 +538,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_tier),
 		cmocka_unit_test(test_no_checkpoint),
 		cmocka_unit_test(test_cut_under_writers),
+		cmocka_unit_test(test_flushall_during_checkpoints),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_redo_hook),
 	};

@@ -361,13 +361,13 @@ static void test_quit_closes_after_the_reply(void **state)
 	assert_string_equal(run("auth", "default", "pw", NULL), "+OK\r\n");
 }
 
-/* While the store loads (persist.c note 1), commands without Redis's "loading" flag (PING among
+/* While the store loads (persist.c note 1; the worker's reading of it for the pass), commands without Redis's "loading" flag (PING among
  * them, as in Redis 7.0) get Redis's exact -LOADING error and count as rejected; loading ones
  * (ECHO, CONFIG) run. */
 static void test_loading_rejects_commands_without_the_loading_flag(void **state)
 {
 	(void)state;
-	atomic_store(&g_srv.loading, 1);
+	W.loading = true;   /* what the worker read at its pass's start (worker_aof_refresh) */
 	out_reset();
 	const spw_command *get = command_lookup("get", 3);
 	uint64_t rejected = W.stats.cmd_rejected[get->index];
@@ -380,7 +380,7 @@ static void test_loading_rejects_commands_without_the_loading_flag(void **state)
 	assert_string_equal(run("echo", "x", NULL), "$1\r\nx\r\n");
 	assert_string_equal(run("time", "x", NULL), "-ERR wrong number of arguments for 'time' command\r\n");
 	assert_string_equal(run("config", "get", "appendonly", NULL), "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
-	atomic_store(&g_srv.loading, 0);
+	W.loading = false;
 	assert_string_equal(run("bgsave", "now", NULL), "-ERR syntax error\r\n");
 }
 
