@@ -414,43 +414,55 @@ static int ckpt_wait_flushed(ckpt_run *r, uint64_t cut)
 static int ckpt_write_log(ckpt_run *r, uint64_t cut)
 {
 	hlog *l = r->l;
-	uint64_t pstart = cut & ~(l->page_bytes - 1);
+	uint64_t pb = l->page_bytes, pstart = cut & ~(pb - 1);
+	uint64_t sfrom = ckpt_sum_from(&r->m, r->d->sector_bytes);
+	/* Below ckpt_from the log is on the device already (the last checkpoint wrote it): only the
+	 * part of the cut's page past it is written again; nothing below Begin is. */
+	uint64_t from = SPW_MAX(SPW_MAX(l->ckpt_from, r->m.begin & ~(uint64_t)(r->d->sector_bytes - 1)),
+	                        l->dev ? pstart : 0);
 	int rc = 0;
 
 	if (l->dev) {
-		uint64_t len = cut - pstart;
-		r->m.cut_page_sum = XXH3_64bits(NULL, 0);
-		if (!len)
-			return 0;
-		uint8_t *copy = aligned_alloc(SPW_MAX(r->d->mem_align, 4096u), SPW_ALIGN_UP(len, 4096));
-		if (!copy)
+		uint64_t len = cut > from ? cut - from : 0;
+		uint8_t *copy = NULL;
+		if (len && !(copy = aligned_alloc(SPW_MAX(r->d->mem_align, 4096u), SPW_ALIGN_UP(len, 4096))))
 			return -ENOMEM;
+		/* Protected, the cut's page cannot be released; it is in memory unless Head has passed it
+		 * (frames are released only below Head's page). */
 		hlog_session_protect(r->s);
+		bool in_mem = (load_acq(&l->head) & ~(pb - 1)) <= pstart;
 		bool written = load_acq(&l->flushed_until) >= cut;
-		if (!written)
-			memcpy(copy, hlog_rec_at(l, pstart), len);
+		if (in_mem) {
+			r->m.cut_page_sum = XXH3_64bits(hlog_rec_at(l, sfrom), cut - sfrom);
+			if (len && !written)
+				memcpy(copy, hlog_rec_at(l, from), len);
+		}
 		r->m.cut_page_cont = log_span_cont_end(l, pstart >> l->page_bits);
 		hlog_session_unprotect(r->s);
-		if (written) {
-			/* The whole page is on the device already; its part below the cut is what we sum. */
-			rc = ckpt_dev_io(r->q, false, pstart, copy, SPW_ALIGN_UP(len, r->d->sector_bytes));
-		} else {
-			rc = ckpt_dev_io(r->q, true, pstart, copy, len);
+		if (!in_mem) {
+			/* Written whole and evicted meanwhile: the sum comes from the device. */
+			uint64_t n = SPW_ALIGN_UP(cut - pstart, (uint64_t)r->d->sector_bytes);
+			uint8_t *buf = aligned_alloc(SPW_MAX(r->d->mem_align, 4096u), SPW_ALIGN_UP(n, 4096));
+			rc = buf ? ckpt_dev_io(r->q, false, pstart, buf, n) : -ENOMEM;
+			if (rc == 0)
+				r->m.cut_page_sum = XXH3_64bits(buf + (sfrom - pstart), cut - sfrom);
+			free(buf);
+		} else if (len && !written) {
+			rc = ckpt_dev_io(r->q, true, from, copy, len);
 			r->m.log_bytes = len;
 		}
-		if (rc == 0)
-			r->m.cut_page_sum = XXH3_64bits(copy, len);
 		free(copy);
 		return rc;
 	}
-	uint64_t from = SPW_MAX(l->ckpt_from, r->m.begin & ~(l->page_bytes - 1));
-	for (uint64_t p = from; p < cut && rc == 0; p += l->page_bytes) {
-		uint64_t len = SPW_MIN(l->page_bytes, cut - p);
-		rc = ckpt_dev_io(r->q, true, p, hlog_rec_at(l, p), len);
-		r->m.log_bytes += len;
+	/* Without a device the frames stay (FLUSHALL waits): write them page piece by page piece. */
+	for (uint64_t p = from; p < cut && rc == 0;) {
+		uint64_t end = SPW_MIN((p & ~(pb - 1)) + pb, cut);
+		rc = ckpt_dev_io(r->q, true, p, hlog_rec_at(l, p), end - p);
+		r->m.log_bytes += end - p;
+		p = end;
 	}
 	if (rc == 0) {
-		r->m.cut_page_sum = XXH3_64bits(hlog_rec_at(l, pstart), cut - pstart);
+		r->m.cut_page_sum = XXH3_64bits(hlog_rec_at(l, sfrom), cut - sfrom);
 		r->m.cut_page_cont = log_span_cont_end(l, pstart >> l->page_bits);
 	}
 	return rc;
@@ -542,8 +554,7 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 		ckpt_why(out->why, sizeof(out->why), "syncing the log device failed: %s", spw_strerror(rc));
 		goto out;
 	}
-	if (!l->dev)
-		l->ckpt_from = cut & ~(l->page_bytes - 1);
+	l->ckpt_from = cut;   /* the log below is durable: the next checkpoint starts there */
 	pthread_mutex_unlock(&l->ckpt_mu);
 	locked = false;
 

@@ -33,7 +33,7 @@ typedef struct ckpt_meta {
 	uint64_t keys, expires, next_seq;
 	uint64_t page_bytes, segment_bytes, buckets;   /* the geometry it needs again */
 	uint64_t index_bytes, index_sum;               /* the index file's size and XXH3-64 */
-	uint64_t cut_page_sum;          /* XXH3-64 of [cut's page start, cut): the partial last page */
+	uint64_t cut_page_sum;          /* XXH3-64 of [ckpt_sum_from, cut): the partial last page */
 	uint64_t cut_page_cont;         /* span_cont end of cut's page, when it continues a record */
 	int64_t unix_ms;
 	uint64_t duration_us, log_bytes;
@@ -45,6 +45,14 @@ _Static_assert(sizeof(ckpt_meta) % 8 == 0, "no padding in the meta file");
 
 /* snprintf for the why messages (paths in them may be long: a cut message is fine). */
 void ckpt_why(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Where cut_page_sum starts: the cut's page, or Begin (sector-aligned) when it lies in that page;
+ * the bytes below Begin are nobody's and need not be on the device. */
+static inline uint64_t ckpt_sum_from(const ckpt_meta *m, uint32_t sector)
+{
+	uint64_t pstart = m->cut & ~(m->page_bytes - 1), b = m->begin & ~(uint64_t)(sector - 1);
+	return b > pstart ? b : pstart;
+}
+
 void ckpt_name(char *buf, size_t len, uint64_t id, const char *ext);
 /* The ids of the complete-looking checkpoints in dir (a .meta file), newest first; up to max.
  * Returns how many, or -errno. */

@@ -194,8 +194,8 @@ struct hlog {
 	_Atomic uint64_t redo_seq SPW_ALIGNED_CL;  /* the next redo seq (ops.c): one fetch_add per change */
 	pthread_mutex_t ckpt_mu;           /* a checkpoint's cut to its write-out, against FLUSHALL */
 	uint64_t ckpt_id;                  /* the last checkpoint's number (under ckpt_mu) */
-	uint64_t ckpt_from;                /* without a device: where the next checkpoint starts writing
-	                                      the in-memory log (the page of the last cut) */
+	uint64_t ckpt_from;                /* the last checkpoint's cut: the log below it is durable, so
+	                                      the next checkpoint writes from there (under ckpt_mu) */
 	_Atomic uint64_t rec_done, rec_total;      /* recovery's progress (hlog_recover_progress) */
 };
 

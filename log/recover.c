@@ -252,12 +252,13 @@ static int recover_load(hlog *l, const char *dir, dev *d, dev_queue *q, const ck
 		}
 		atomic_store_explicit(&l->rec_done, p + len, memory_order_relaxed);
 	}
-	uint64_t sum = XXH3_64bits(hlog_rec_at(l, cut_page), m->cut - cut_page);
+	uint64_t sfrom = ckpt_sum_from(m, d->sector_bytes);
+	uint64_t sum = XXH3_64bits(hlog_rec_at(l, sfrom), m->cut - sfrom);
 	if (sum != m->cut_page_sum) {
 		char seg[512];
 		dev_segment_name(d, cut_page >> d->segment_shift, seg, sizeof(seg));
 		ckpt_why(why, whylen, "%s: the log's last page (bytes %" PRIu64 "..%" PRIu64 ") has checksum "
-		         "%016" PRIx64 ", the checkpoint says %016" PRIx64 " (corrupt)", seg, cut_page, m->cut,
+		         "%016" PRIx64 ", the checkpoint says %016" PRIx64 " (corrupt)", seg, sfrom, m->cut,
 		         sum, m->cut_page_sum);
 		return SPW_E_CORRUPT;
 	}
@@ -283,7 +284,7 @@ static int recover_load(hlog *l, const char *dir, dev *d, dev_queue *q, const ck
 	atomic_store(&l->expires_base, -(int64_t)m->expires);
 	atomic_store(&l->redo_seq, SPW_MAX(m->next_seq, 1));
 	l->ckpt_id = m->id;
-	l->ckpt_from = cut_page;
+	l->ckpt_from = m->cut;
 	return 0;
 }
 

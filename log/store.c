@@ -120,7 +120,7 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		l->sessions[i].id = i;
 		l->sessions[i].efd = -1;
 	}
-	l->ckpt_from = HLOG_FIRST_ADDRESS & ~(l->page_bytes - 1);
+	l->ckpt_from = 0;
 
 	alloc_start(l);
 	*out = l;

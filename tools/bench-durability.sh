@@ -13,7 +13,8 @@
 #             server, idle and while BGSAVE runs back to back.
 #
 # Environment: KEYS="2000000 10000000" (restart sizes), SET_N=200000, RATE=20000, LAT_S=10,
-# SPW_BIN=build/bin, THREADS=2 (spillway workers), DATA=/tmp (where the folders go).
+# ROUNDS=3 (aof and bgsave rows: medians of that many runs, the servers' order alternating),
+# PARTS="restart aof bgsave", SPW_BIN=build/bin, THREADS=2 (spillway workers), DATA=/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tools/lib.sh
@@ -23,6 +24,8 @@ KEYS=${KEYS:-"2000000 10000000"}
 SET_N=${SET_N:-200000}
 RATE=${RATE:-20000}
 LAT_S=${LAT_S:-10}
+ROUNDS=${ROUNDS:-3}
+PARTS=${PARTS:-"restart aof bgsave"}
 BIN=${SPW_BIN:-build/bin}
 THREADS=${THREADS:-2}
 DATA=${DATA:-/tmp}
@@ -105,6 +108,9 @@ restart_row() {
 	rm -rf "$dir"
 }
 
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+if [[ " $PARTS " == *" restart "* ]]; then
 echo "## restart after kill -9 (checkpoint / RDB of N keys x 100 B)"
 echo
 echo "| server | keys | dbsize after | SAVE ms | index image bytes | restart ms (exec to PONG) | RSS MiB after |"
@@ -116,11 +122,12 @@ for n in $KEYS; do
 	restart_row "spillway memory-only" "$n" spw_start --memory 8g --index "$idx"
 done
 echo
+fi
 
-# aof_row NAME START_FN FLAGS...: SET/s with redis-benchmark; CPU of the server.
-aof_row() {
-	local name=$1 fn=$2
-	shift 2
+# aof_run START_FN FLAGS...: one redis-benchmark SET run; prints "SET/s CPU-us-per-SET".
+aof_run() {
+	local fn=$1
+	shift
 	local dir port out rps c0 c1
 	dir=$(mktemp -d "$DATA/spw-dur.XXXXXX")
 	port=$(free_port)
@@ -130,27 +137,41 @@ aof_row() {
 	out=$(redis-benchmark -p "$port" -t set -c 50 -n "$SET_N" -r 1000000 -d 100 -q 2>/dev/null | tr '\r' '\n' | grep -E 'requests per second' | tail -1)
 	c1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
 	rps=$(echo "$out" | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/')
-	local tck
-	tck=$(getconf CLK_TCK)
-	local cpu_us
-	cpu_us=$(awk -v c=$((c1 - c0)) -v t="$tck" -v n="$SET_N" 'BEGIN { printf "%.1f", c / t * 1e6 / n }')
+	awk -v r="$rps" -v c=$((c1 - c0)) -v t="$(getconf CLK_TCK)" -v n="$SET_N" \
+		'BEGIN { printf "%s %.1f\n", r, c / t * 1e6 / n }'
 	kill -9 "$PID"
 	wait "$PID" 2>/dev/null || true
-	printf "| %s | %s | %s |\n" "$name" "$rps" "$cpu_us"
 	rm -rf "$dir"
 }
 
-echo "## SET/s with an append-only file (redis-benchmark -t set -c 50 -n $SET_N -d 100, no pipelining)"
+if [[ " $PARTS " == *" aof "* ]]; then
+echo "## SET/s with an append-only file (redis-benchmark -t set -c 50 -n $SET_N -d 100, no pipelining; medians of $ROUNDS)"
 echo
-echo "| server | SET/s | server CPU us/SET |"
-echo "|---|---|---|"
+echo "| aof-fsync | redis SET/s | spillway -t1 SET/s | ratio | spillway -t$THREADS SET/s | ratio | CPU us/SET redis / -t1 / -t$THREADS |"
+echo "|---|---|---|---|---|---|---|"
 for mode in always everysec no; do
-	aof_row "redis-server appendfsync $mode" redis_start --appendonly yes --appendfsync "$mode"
-	aof_row "spillway --threads 1 --aof-fsync $mode" spw_start --threads 1 --aof yes --aof-fsync "$mode"
-	aof_row "spillway --threads $THREADS --aof-fsync $mode" spw_start --aof yes --aof-fsync "$mode"
+	R=() S1=() S2=() RC=() S1C=() S2C=()
+	for r in $(seq 1 "$ROUNDS"); do
+		if [ $((r % 2)) = 1 ]; then
+			read -r a b < <(aof_run redis_start --appendonly yes --appendfsync "$mode"); R+=("$a"); RC+=("$b")
+			read -r a b < <(aof_run spw_start --threads 1 --aof yes --aof-fsync "$mode"); S1+=("$a"); S1C+=("$b")
+			read -r a b < <(aof_run spw_start --aof yes --aof-fsync "$mode"); S2+=("$a"); S2C+=("$b")
+		else
+			read -r a b < <(aof_run spw_start --aof yes --aof-fsync "$mode"); S2+=("$a"); S2C+=("$b")
+			read -r a b < <(aof_run spw_start --threads 1 --aof yes --aof-fsync "$mode"); S1+=("$a"); S1C+=("$b")
+			read -r a b < <(aof_run redis_start --appendonly yes --appendfsync "$mode"); R+=("$a"); RC+=("$b")
+		fi
+	done
+	rm_=$(echo "${R[*]}" | median); s1m=$(echo "${S1[*]}" | median); s2m=$(echo "${S2[*]}" | median)
+	printf "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %s / %s / %s |\n" "$mode" "$rm_" "$s1m" \
+		"$(awk -v a="$s1m" -v b="$rm_" 'BEGIN { print a / b }')" "$s2m" \
+		"$(awk -v a="$s2m" -v b="$rm_" 'BEGIN { print a / b }')" "$(echo "${RC[*]}" | median)" \
+		"$(echo "${S1C[*]}" | median)" "$(echo "${S2C[*]}" | median)"
 done
 echo
+fi
 
+if [[ " $PARTS " == *" bgsave "* ]]; then
 # GET latency idle and during back-to-back BGSAVE.
 n=$(echo "$KEYS" | awk '{print $1}')
 dir=$(mktemp -d "$DATA/spw-dur.XXXXXX")
@@ -176,7 +197,8 @@ echo "## GET latency during BGSAVE ($n keys, --storage-tier, $RATE GET/s open lo
 echo
 echo "| state | GET/s | p50 us | p99 us | p99.9 us | max us |"
 echo "|---|---|---|---|---|---|"
-lat_row idle
+for r in $(seq 1 "$ROUNDS"); do
+lat_row "idle (round $r)"
 ( end=$(( $(date +%s) + LAT_S + 2 )); saves=0
   while [ "$(date +%s)" -lt "$end" ]; do
 	redis-cli -p "$port" BGSAVE >/dev/null 2>&1 || true
@@ -185,10 +207,12 @@ lat_row idle
   done; echo "$saves" >"$dir/saves" ) &
 bg=$!
 sleep 0.2
-lat_row "BGSAVE back to back"
+lat_row "BGSAVE back to back (round $r)"
 wait "$bg"
+done
 echo
 echo "checkpoints completed during the BGSAVE run: $(cat "$dir/saves"); last checkpoint:" \
 	"$(redis-cli -p "$port" INFO persistence | tr -d '\r' | grep -E '^checkpoint_last_(duration_us|bytes)' | tr '\n' ' ')"
 kill -9 "$PID"
 rm -rf "$dir"
+fi

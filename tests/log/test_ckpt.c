@@ -389,16 +389,15 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-static void test_flushall_during_checkpoints(void **st)
+static void flushall_during_checkpoints(bool tier)
 {
-	(void)st;
 	ck_env e;
 	_Atomic int stop = 0;
 	flusher f;
 	pthread_t th;
 	hlog_ckpt_info info;
 	char why[512];
-	ck_open_index(&e, false, true, 8 << 20);
+	ck_open_index(&e, tier, true, 8 << 20);
 	f = (flusher){ .l = e.l, .stop = &stop };
 	assert_int_equal(pthread_create(&th, NULL, flusher_main, &f), 0);
 	for (int i = 0; i < 20; i++)
@@ -407,11 +406,14 @@ static void test_flushall_during_checkpoints(void **st)
 	pthread_join(th, NULL);
 	assert_true(f.flushes > 0);
 	ck_close(&e, false);
-	ck_open_index(&e, false, false, 8 << 20);
+	ck_open_index(&e, tier, false, 8 << 20);
 	assert_int_equal(ck_recover(&e, 0, &info, why, sizeof(why)), 0);
 	assert_true(hlog_key_count(e.l) <= 200);
 	ck_close(&e, true);
 }
+
+static void test_flushall_during_checkpoints_memory(void **st) { (void)st; flushall_during_checkpoints(false); }
+static void test_flushall_during_checkpoints_tier(void **st) { (void)st; flushall_during_checkpoints(true); }
 
 /* ---------------- refusals (recover.c note 2) ---------------- */
 
@@ -538,7 +540,8 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_tier),
 		cmocka_unit_test(test_no_checkpoint),
 		cmocka_unit_test(test_cut_under_writers),
-		cmocka_unit_test(test_flushall_during_checkpoints),
+		cmocka_unit_test(test_flushall_during_checkpoints_memory),
+		cmocka_unit_test(test_flushall_during_checkpoints_tier),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_redo_hook),
 	};
