@@ -920,6 +920,12 @@ static int fault_segment_remove(dev *bd, uint64_t seg)
 static int fault_sync(dev *bd)
 {
 	fault_dev *d = (fault_dev *)bd;
+	dev_fault_spec spec;
+	/* dev_sync counts as a flush (ops=flush): an armed error fails it, and nothing is synced. */
+	if (fault_decide(d, DEV_OP_FLUSH, &spec) == DEV_FAULT_ERROR) {
+		atomic_fetch_add(&d->hits, 1);
+		return spec.err;
+	}
 	pthread_mutex_lock(&d->pc_lock);
 	int rc = 0;
 	if (atomic_load(&d->pc_armed)) {

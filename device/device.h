@@ -346,7 +346,8 @@ int dev_fault_powercut_stats_get(dev *d, dev_fault_powercut_stats *out /* out */
  *           torn-write or torn, powercut (the power-cut mode), powercut-now (powercut with
  *           cut_now: the power goes now), none or off (disarm)
  *   which:  read or reads (the default), write or writes, any (reads and writes),
- *           ops=read|write|flush (any joined with '|')
+ *           ops=read|write|flush (any joined with '|'; a flush is a dev_flush request or a
+ *           dev_sync call, which an error fails without syncing anything)
  *   when:   N or nth=N (the Nth matching IO; default 1), once (the default) or sticky
  *   detail: err=EIO|ENOSPC|EROFS|EAGAIN|<errno number> (default EIO), tear=<sectors> (torn writes)
  * e.g. "read 1", "write 3 sticky enospc", "error nth=3 err=ENOSPC ops=write|flush", "torn-write

@@ -690,8 +690,9 @@ void alloc_truncate_release(hlog_session *s, uint64_t head)
  * raise ReadOnly to that address; give the tail back. Every record allocated later lies at or
  * above the cut and every change after the new ReadOnly is seen lands there too, so the log below
  * the cut, once SafeReadOnly passes it, is exactly the store at this instant. *begin_out: Begin at
- * the cut (FLUSHALL also owns the tail to move it). */
-uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t *begin_out)
+ * the cut (FLUSHALL also owns the tail to move it). gen << 48 | cut goes to cut_word before the
+ * tail is given back (ckpt.c note 4). */
+uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t gen, uint64_t *begin_out)
 {
 	hlog *l = s->l;
 	unsigned spins = 0;
@@ -723,6 +724,8 @@ uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t *begin_out)
 			}
 		}
 		*begin_out = load_acq(&l->begin);
+		/* Before the tail goes back: every change at or above the cut reads this (ckpt.c note 4). */
+		atomic_store_explicit(&l->cut_word, (gen & 0xffff) << 48 | cut, memory_order_release);
 		marker_advance(&l->read_only, cut);
 		atomic_store_explicit(&l->tail, (page << l->tail_shift) | noff, memory_order_release);
 		alloc_ro_bump(l);

@@ -28,9 +28,9 @@ int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need /* out */);
 uint64_t alloc_truncate(hlog_session *s);
 /* Queue the epoch action that frees the frames below head (and publishes SafeHead). */
 void alloc_truncate_release(hlog_session *s, uint64_t head);
-/* A checkpoint's cut (ckpt.c note 1): the tail moved to a multiple of align, ReadOnly raised to it;
- * returns it, with Begin at that instant in *begin_out. */
-uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t *begin_out /* out */);
+/* A checkpoint's cut (ckpt.c note 1): the tail moved to a multiple of align, ReadOnly raised to it,
+ * cut_word set to gen << 48 | cut; returns it, with Begin at that instant in *begin_out. */
+uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t gen, uint64_t *begin_out /* out */);
 /* Whether SafeReadOnly has passed cut (lets the epoch action run; call in a loop). */
 bool alloc_cut_safe(hlog_session *s, uint64_t cut);
 /* Recovery's markers: the log [begin, cut), with [head, cut) in memory (alloc.c). */

@@ -31,9 +31,15 @@
  *     the write-out reads and stop page writes below the new Begin. It may run during the index
  *     image: Begin at the cut is what the meta file says, and recovery clears the image below it.
  *
- *  4. Counts. keys/expires are the session sums at the cut: a change in flight at that instant may
- *     be counted on the wrong side of it (documented: DBSIZE after recovery can differ from the
- *     true count by the operations in flight at the cut).
+ *  4. Counts, exact at the cut. Every change that moves a key count (log_count in ops.c) also adds
+ *     its delta to keys_post[g] when the address it wrote is at or above cut_word's cut, g being
+ *     cut_word's generation, which the cut stores before it gives the tail back (so every change
+ *     at or above it sees it). Once SafeReadOnly passes the cut, every change below it has been
+ *     counted (an operation's count comes before its thread refreshes), so the count at the cut
+ *     is sum(keys) - (sum(keys_post[g]) - what keys_post[g] held before this cut). The bucket g
+ *     alternates with the checkpoint's id: the previous cut's writers, still using the other
+ *     bucket, all finished before that checkpoint's own SafeReadOnly. A session's counts and
+ *     its keys_post are read together under its seqlock (cnt_seq).
  *
  *  5. Failure. Any error (a write, a sync, a full disk) leaves the files of the failed checkpoint
  *     as .tmp (removed) and no meta file: the previous checkpoint stays the newest complete one.
@@ -380,14 +386,40 @@ static uint64_t ckpt_tail_now(hlog *l)
 	return tail_address(l, w);
 }
 
+/* Note 4: sum(keys or expires) and sum(*_post[g]) over the sessions, each session read under its
+ * seqlock. */
+static void ckpt_counts_read(hlog *l, int g, int64_t *keys, int64_t *expires, int64_t *kpost,
+		int64_t *epost)
+{
+	*keys = *expires = *kpost = *epost = 0;
+	for (int i = 0; i < l->max_sessions; i++) {
+		hlog_session *s = &l->sessions[i];
+		int64_t k, e, kp, ep;
+		unsigned spins = 0;
+		for (;;) {
+			uint32_t q = atomic_load_explicit(&s->cnt_seq, memory_order_acquire);
+			k = atomic_load_explicit(&s->keys, memory_order_relaxed);
+			e = atomic_load_explicit(&s->expires, memory_order_relaxed);
+			kp = atomic_load_explicit(&s->keys_post[g], memory_order_relaxed);
+			ep = atomic_load_explicit(&s->expires_post[g], memory_order_relaxed);
+			atomic_thread_fence(memory_order_acquire);
+			if (!(q & 1) && atomic_load_explicit(&s->cnt_seq, memory_order_relaxed) == q)
+				break;
+			log_spin(&spins);
+		}
+		*keys += k;
+		*expires += e;
+		*kpost += kp;
+		*epost += ep;
+	}
+}
+
 /* Step (d) and, with a device, the page writes of (e): wait, polling the session (it claims and
  * submits page writes: nobody else may be polling, all workers may be idle). */
 static int ckpt_wait_flushed(ckpt_run *r, uint64_t cut)
 {
 	hlog *l = r->l;
 	uint64_t target = cut & ~(l->page_bytes - 1);
-	while (!alloc_cut_safe(r->s, cut))
-		usleep(200);
 	if (!l->dev)
 		return 0;
 	for (;;) {
@@ -510,8 +542,10 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 		ckpt_why(out->why, sizeof(out->why), "no log device for the checkpoint");
 		return -EINVAL;
 	}
+	pthread_mutex_lock(&l->ckpt_one);
 	if ((rc = dev_queue_open(logdev, &r.q)) < 0) {
 		ckpt_why(out->why, sizeof(out->why), "cannot open a device queue: %s", spw_strerror(rc));
+		pthread_mutex_unlock(&l->ckpt_one);
 		return rc;
 	}
 	/* The id: one past the newest on disk and the newest this store made. */
@@ -532,16 +566,24 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 	r.m.index_bytes = r.img.file_bytes;
 	r.m.index_sum = r.img.checksum;
 
-	/* (c), (d), (e): the cut and the log below it (notes 1 and 3). */
+	/* (c), (d), (e): the cut and the log below it (notes 1 and 3), the counts at it (note 4). */
 	pthread_mutex_lock(&l->ckpt_mu);
 	locked = true;
-	uint64_t cut = alloc_cut(s, logdev->sector_bytes, &r.m.begin);
+	int g = (int)(r.m.id & 1);
+	int64_t k0, e0, kp0, ep0, k1, e1, kp1, ep1;
+	ckpt_counts_read(l, g, &k0, &e0, &kp0, &ep0);
+	uint64_t cut = alloc_cut(s, logdev->sector_bytes, r.m.id, &r.m.begin);
 	r.m.cut = cut;
 	r.m.next_seq = atomic_load(&l->redo_seq);
-	r.m.keys = hlog_key_count(l);
-	r.m.expires = hlog_expires_count(l);
 	if (r.m.scan_from < r.m.begin)
 		r.m.scan_from = r.m.begin;
+	while (!alloc_cut_safe(s, cut))
+		usleep(200);
+	ckpt_counts_read(l, g, &k1, &e1, &kp1, &ep1);
+	int64_t keys = k1 - (kp1 - kp0) - atomic_load(&l->keys_base);
+	int64_t expires = e1 - (ep1 - ep0) - atomic_load(&l->expires_base);
+	r.m.keys = keys > 0 ? (uint64_t)keys : 0;
+	r.m.expires = expires > 0 ? (uint64_t)expires : 0;
 	if ((rc = ckpt_wait_flushed(&r, cut)) < 0)
 		goto out;
 	if ((rc = ckpt_write_log(&r, cut)) < 0) {
@@ -582,6 +624,7 @@ out:
 		unlink(path);
 	}
 	dev_queue_close(r.q);
+	pthread_mutex_unlock(&l->ckpt_one);
 	out->id = r.m.id;
 	out->begin = r.m.begin;
 	out->cut = r.m.cut;

@@ -118,6 +118,8 @@ struct hlog_session {
 	 * read by anyone summing them. keys/expires are deltas; see hlog_key_count(). The rest are
 	 * HLOG_COUNTERS (hlog.h), by the same names as in hlog_info. */
 	_Atomic int64_t keys, expires;
+	_Atomic int64_t keys_post[2], expires_post[2];   /* the deltas at or above a cut (ckpt.c note 4) */
+	_Atomic uint32_t cnt_seq;          /* odd while log_count changes the counts above (a seqlock) */
 #define HLOG_CTR_SESSION_FIELD(field, kind, info, doc) _Atomic uint64_t field;
 	HLOG_COUNTERS(HLOG_CTR_SESSION_FIELD)
 #undef HLOG_CTR_SESSION_FIELD
@@ -192,7 +194,10 @@ struct hlog {
 
 	/* Durability (ckpt.c, recover.c). */
 	_Atomic uint64_t redo_seq SPW_ALIGNED_CL;  /* the next redo seq (ops.c): one fetch_add per change */
+	_Atomic uint64_t cut_word;         /* generation << 48 | the last cut (ckpt.c note 4); read by
+	                                      every counted change, written by a cut */
 	pthread_mutex_t ckpt_mu;           /* a checkpoint's cut to its write-out, against FLUSHALL */
+	pthread_mutex_t ckpt_one;          /* one checkpoint at a time (the whole of hlog_checkpoint) */
 	uint64_t ckpt_id;                  /* the last checkpoint's number (under ckpt_mu) */
 	uint64_t ckpt_from;                /* the last checkpoint's cut: the log below it is durable, so
 	                                      the next checkpoint writes from there (under ckpt_mu) */

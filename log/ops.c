@@ -194,17 +194,32 @@ int hlog_prefetch(hlog_session *s, const hlog_key *k)
 
 /* ---------------- updates (note 3) ---------------- */
 
-/* Apply a key's transition to the session's counters (note 4). */
-static void log_count(hlog_session *s, int st, uint64_t old_info, int action, bool new_exp)
+/* Apply a key's transition, a change written at addr, to the session's counters (note 4). A
+ * change at or above the running checkpoint's cut also goes to keys_post/expires_post of the
+ * cut's generation, first (ckpt.c note 4: the checkpoint's count leaves those out). */
+static void log_count(hlog_session *s, uint64_t addr, int st, uint64_t old_info, int action,
+		bool new_exp)
 {
 	int old_counted = st == ST_LIVE || st == ST_EXPIRED;
 	int old_exp = old_counted && (old_info & REC_HAS_EXPIRY);
 	int new_counted = action == HLOG_RMW_WRITE;
 	int nexp = new_counted && new_exp;
-	if (new_counted != old_counted)
-		ctr_add_signed(&s->keys, new_counted - old_counted);
-	if (nexp != old_exp)
-		ctr_add_signed(&s->expires, nexp - old_exp);
+	int dk = new_counted - old_counted, de = nexp - old_exp;
+	if (dk || de) {
+		/* A seqlock, so that the checkpoint reads keys and keys_post of one change together. */
+		uint32_t q = atomic_load_explicit(&s->cnt_seq, memory_order_relaxed);
+		atomic_store_explicit(&s->cnt_seq, q + 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		uint64_t w = load_acq(&s->l->cut_word);
+		if (addr >= (w & REC_PREV_MASK)) {
+			int g = (int)((w >> 48) & 1);
+			ctr_add_signed(&s->keys_post[g], dk);
+			ctr_add_signed(&s->expires_post[g], de);
+		}
+		ctr_add_signed(&s->keys, dk);
+		ctr_add_signed(&s->expires, de);
+		atomic_store_explicit(&s->cnt_seq, q + 2, memory_order_release);
+	}
 	if (st == ST_EXPIRED)
 		ctr_add(&s->expired_keys, 1);
 }
@@ -371,7 +386,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
-		log_count(s, u->st, info, u->plan.action, false);
+		log_count(s, u->a, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
 			log_redo(s, log_redo_seq(s), u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
@@ -382,7 +397,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (u->new_exp == cur_exp && u->size == rec_size(r, info)) {
 		/* In place. A tombstoned or expired R is revived: fill writes it whole. */
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
-		log_count(s, u->st, info, u->plan.action, u->new_exp);
+		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
 			*(int64_t *)(r + 1) = u->plan.expire_ms;
@@ -458,7 +473,7 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 		rec_unlock_excl(u->r, u->info | REC_SEALED);
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
 	if ((uint64_t)na >= load_acq(&l->begin))
-		log_count(s, u->st, u->info, u->plan.action, u->new_exp);
+		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
 	ctr_add(u->a ? &s->rcu_updates : &s->appends, 1);
 	return u->result;
 }

@@ -69,7 +69,9 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	pthread_mutex_init(&l->release_mu, NULL);
 	pthread_mutex_init(&l->sig_mu, NULL);
 	pthread_mutex_init(&l->ckpt_mu, NULL);
+	pthread_mutex_init(&l->ckpt_one, NULL);
 	atomic_store(&l->redo_seq, 1);
+	atomic_store(&l->cut_word, REC_PREV_MASK);   /* no cut yet: nothing is above it */
 
 	l->page_bytes = cfg->page_bytes;
 	l->page_bits = (uint32_t)__builtin_ctzll(cfg->page_bytes);
@@ -141,6 +143,7 @@ void hlog_close(hlog *l)
 	pthread_mutex_destroy(&l->release_mu);
 	pthread_mutex_destroy(&l->sig_mu);
 	pthread_mutex_destroy(&l->ckpt_mu);
+	pthread_mutex_destroy(&l->ckpt_one);
 	free(l);
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_durability_faults.c - what a real server does with failing devices and damaged files: a
- * checkpoint whose writes fail (an IO error, a full disk) is reported failed in the reply and in
+ * checkpoint whose writes or sync fail (an IO error, a full disk) is reported failed in the reply and in
  * INFO, and the previous checkpoint stays the one a restart loads; a flipped byte in each kind of
  * file (checkpoint meta, index image, log segment, AOF record) stops start-up with a message that
  * names the file, unless --recover-checkpoint previous is asked for; a torn AOF tail is cut.
@@ -176,6 +176,13 @@ static void test_checkpoint_disk_full(void **state)
 	save_fails("write sticky enospc", "No space left on device");
 }
 
+/* The log's sync (fdatasync of the segments) fails: the checkpoint fails the same way. */
+static void test_checkpoint_sync_error(void **state)
+{
+	(void)state;
+	save_fails("error ops=flush sticky", "syncing the log device failed");
+}
+
 /* Two checkpoints (k=old, then k=new), then damage the newest's part: refused naming the file;
  * --recover-checkpoint previous starts with k=old. */
 static void damaged_checkpoint(const char *sub, const char *part, off_t at_from_end, const char *name_in_msg)
@@ -325,6 +332,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_checkpoint_write_error, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_disk_full, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_sync_error, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_meta, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_index, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_segment, dir_setup, dir_teardown),
