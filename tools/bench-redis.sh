@@ -69,7 +69,7 @@ start() {
 	else
 		# shellcheck disable=SC2086
 		"$SPW_BIN" --bind 127.0.0.1 --port "$port" --threads 1 --dir "$dir" --logdir "$dir" \
-			$SPW_FLAGS >"$dir/server.log" 2>&1 &
+			--save '' --checkpoint-interval 0 $SPW_FLAGS >"$dir/server.log" 2>&1 &
 	fi
 	pid=$!
 	pids+=("$pid")

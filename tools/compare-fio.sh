@@ -119,11 +119,13 @@ DATA_BYTES=$((DBSIZE * REC))
 
 # ---- 1. the store ----
 if [ "$FIO_ONLY" != 1 ]; then
+	rm -rf "$DIR/spw"   # a fresh store: a start recovers whatever a folder holds
 	mkdir -p "$DIR/spw"
 	for _ in 1 2 3; do
 		PORT=$(free_port)
 		# shellcheck disable=SC2086
 		"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --dir "$DIR/spw" --storage-tier yes \
+			--save '' --checkpoint-interval 0 \
 			--logdir "$DIR/spw" --memory "$MEMORY" --page "$PAGE" --index "$INDEX" --device-type native \
 			--device-io-backend "$BACKEND" --initial-io-record-size "$INITIAL_IO" $SPW_FLAGS \
 			>"$work/server.log" 2>&1 &

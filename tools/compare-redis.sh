@@ -77,7 +77,8 @@ start() {
 			redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
 				--dir "$dir" --logfile "$dir/server.log" &
 		else
-			"$SPW_BIN" --bind 127.0.0.1 --port "$port" --dir "$dir" --logdir "$dir" "$@" >"$dir/server.log" 2>&1 &
+			"$SPW_BIN" --bind 127.0.0.1 --port "$port" --dir "$dir" --logdir "$dir" --save '' \
+				--checkpoint-interval 0 "$@" >"$dir/server.log" 2>&1 &
 		fi
 		pid=$!
 		pids+=("$pid")

@@ -61,7 +61,8 @@ sweep() {
 	rm -rf "$DIR/store"
 	mkdir -p "$DIR/store"
 	PORT=$(free_port) || die "no free loopback port"
-	"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --dir "$DIR/store" --logdir "$DIR/store" "$@" \
+	"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --dir "$DIR/store" --logdir "$DIR/store" \
+		--save '' --checkpoint-interval 0 "$@" \
 		>"$work/server.log" 2>&1 &
 	SPW_PID=$!
 	wait_pong "$PORT" "$SPW_PID" || { cat "$work/server.log" >&2; die "$store: the server did not start"; }

@@ -45,7 +45,8 @@ trap cleanup EXIT
 
 PORT=$(free_port) || die "no free loopback port"
 mkdir -p "$DIR"
-"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --storage-tier yes --memory "$MEMORY" --page "$PAGE" \
+"$SPW_BIN" --bind 127.0.0.1 --port "$PORT" --threads 1 --storage-tier yes --save '' --checkpoint-interval 0 \
+	--memory "$MEMORY" --page "$PAGE" \
 	--index "$INDEX" --logdir "$DIR" --dir "$DIR" --device-type native --device-io-backend "$BACKEND" \
 	>"$work/server.log" 2>&1 &
 SPW_PID=$!
