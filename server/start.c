@@ -23,6 +23,8 @@
 #include "server/server_int.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -445,6 +447,51 @@ static void server_state_init(const char *argv0)
 		snprintf(g_srv.config_file_abs, sizeof(g_srv.config_file_abs), "%s", g_cfg.config_file);
 }
 
+/* Without any checkpoint in --dir, the log's segment files name nothing recovery could load (a
+ * crash before the first checkpoint, checkpoints removed by hand, another --dir): they are renamed
+ * aside (hlog.<n>.stale, never deleted: they may be someone's data) before the device opens, so
+ * that a fresh log starts at its first address in a folder without holes (a device reopening a
+ * folder takes its lowest segment as the first one). The AOF, if any, brings the data back. */
+static void stale_segments_remove(void)
+{
+	DIR *d = opendir(g_cfg.dir);
+	struct dirent *e;
+	unsigned long long id;
+	char tail[16];
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL)
+		if (sscanf(e->d_name, "checkpoint.%llu.%15s", &id, tail) == 2 && !strcmp(tail, "meta"))
+			break;
+	closedir(d);
+	if (e)
+		return;   /* a checkpoint: recovery decides */
+	char store[sizeof(g_cfg.logdir) + 8];
+	snprintf(store, sizeof(store), "%s/Store", g_cfg.storage_tier && g_cfg.logdir[0] ? g_cfg.logdir : g_cfg.dir);
+	if (!(d = opendir(store)))
+		return;
+	int n = 0, dfd = dirfd(d);
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		if (strncmp(e->d_name, "hlog.", 5) || !isdigit((unsigned char)e->d_name[5]))
+			continue;
+		strtoull(e->d_name + 5, &end, 10);
+		if (*end)
+			continue;   /* not a segment (an earlier start's .stale) */
+		char to[300];
+		snprintf(to, sizeof(to), "%s.stale", e->d_name);
+		if (renameat(dfd, e->d_name, dfd, to) == 0)
+			n++;
+	}
+	if (n) {
+		fsync(dfd);
+		spw_log(SPW_LOG_WARNING, 0, "No checkpoint in %s: %d log segment file(s) in %s renamed to "
+		        "hlog.<n>.stale (a fresh log starts; the AOF, if any, is replayed; remove them once "
+		        "not needed)", g_cfg.dir, n, store);
+	}
+	closedir(d);
+}
+
 /* With --storage-tier, open the device and arm the fault injector from --device-fault; without,
  * refuse a --device-fault. 0, or -1 after printing why. */
 static int server_device_open(void)
@@ -607,6 +654,7 @@ int server_main(int argc, char **argv)
 	        "Warning: no config file specified, using the default config.");
 	raise_fd_limit();
 
+	stale_segments_remove();
 	if (server_device_open() < 0 || server_store_open() < 0)
 		return 1;
 	int exit_code = 1;

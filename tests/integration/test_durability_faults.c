@@ -327,6 +327,50 @@ static void test_spillway_check(void **state)
 	free(out);
 }
 
+/* Segments truncated below a FLUSHALL's Begin, then the checkpoints removed by hand: the next
+ * start finds segments but no checkpoint; it sets them aside and starts a fresh log that can be
+ * written (a fresh log in a folder whose lowest segment is not the first fails every page write). */
+static void test_segments_without_checkpoint(void **state)
+{
+	(void)state;
+	const char *extra[] = { "--storage-tier", "--device-type", "posix", "--memory", "256k", NULL };
+	itest_server s;
+	itest_conn c;
+	char key[32], val[600], path[512];
+	memset(val, 'v', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		itest_expect(&c, "+OK\r\n", "set", key, val, NULL);
+	}
+	itest_expect(&c, "+OK\r\n", "flushall", NULL);
+	itest_expect(&c, "+OK\r\n", "set", "after", "1", NULL);
+	itest_expect(&c, "+OK\r\n", "save", NULL);
+	itest_expect(&c, "+OK\r\n", "save", NULL);
+	itest_conn_close(&c);
+	server_kill(&s);
+	snprintf(path, sizeof(path), "%s/Store/hlog.0", g_dir);
+	assert_int_equal(access(path, F_OK), -1);   /* truncated below Begin */
+	for (int i = 0; i < 4; i++) {   /* two checkpoints: their meta and index files */
+		find_file("", "checkpoint.", path, sizeof(path));
+		assert_int_equal(unlink(path), 0);
+	}
+
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	itest_expect(&c, ":0\r\n", "dbsize", NULL);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "n%d", i);
+		itest_expect(&c, "+OK\r\n", "set", key, val, NULL);
+	}
+	assert_true(itest_info_stat(&c, "tier_flush_writes") > 0);
+	itest_expect_bulk(&c, val, "get", "n0", NULL);   /* read back from the device */
+	itest_conn_close(&c);
+	assert_int_equal(itest_server_stop(&s), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +382,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corrupt_segment, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_aof_damage, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_spillway_check, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_segments_without_checkpoint, dir_setup, dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
