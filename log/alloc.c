@@ -769,6 +769,19 @@ void alloc_recover(hlog *l, uint64_t begin, uint64_t head, uint64_t cut)
 	atomic_store(&l->tail, (page << l->tail_shift) | off);
 }
 
+/* A wait inside an operation that holds nothing (FLUSHALL behind a checkpoint's write-out): let
+ * the epoch move, and move this session's own device work on (page writes it claimed and has not
+ * submitted: the checkpoint may be waiting for exactly those), without ready callbacks, which only
+ * a poll runs. */
+void alloc_wait_step(hlog_session *s)
+{
+	log_epoch_step(s);
+	if (!s->t.q)
+		return;
+	alloc_maintain(s);
+	readq_pump(s);
+}
+
 /* Re-queue actions a full drain list refused, move Head where a completion left it wanted, claim
  * page writes. */
 void alloc_maintain(hlog_session *s)

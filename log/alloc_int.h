@@ -39,6 +39,8 @@ void alloc_recover(hlog *l, uint64_t begin, uint64_t head, uint64_t cut);
  * continuation mark of page p alone (recovery). */
 void alloc_span_mark(hlog *l, uint64_t np, uint64_t size);
 void alloc_span_cont_set(hlog *l, uint64_t p, uint64_t end);
+/* One step of a wait that holds nothing: the epoch, and this session's own device work (alloc.c). */
+void alloc_wait_step(hlog_session *s);
 /* A poll's share: re-queue epoch actions a full drain list refused, move Head where a completion
  * left it wanted, claim the page writes that became due. */
 void alloc_maintain(hlog_session *s);

@@ -5,7 +5,8 @@
  *
  * NOTES ON THE DESIGN OF CHECKPOINTS (a FASTER fold-over checkpoint with a fuzzy index)
  *
- *  1. The steps. (a) scan_from = the tail (a record boundary); (b) the index image is written
+ *  1. The steps. (a) scan_from = the tail (a record boundary), then one epoch (every record
+ *     allocated below it is then published, ckpt_epoch_barrier); (b) the index image is written
  *     while every worker goes on (hidx_image_save reads each word atomically: fuzzy); (c) the cut
  *     (alloc_cut): for an instant the checkpoint owns the tail like a page-turn owner, moves it to
  *     a sector boundary (a filler record covers the gap), raises ReadOnly to it and gives it back;
@@ -37,8 +38,8 @@
  *     at or above it sees it). Once SafeReadOnly passes the cut, every change below it has been
  *     counted (an operation's count comes before its thread refreshes), so the count at the cut
  *     is sum(keys) - (sum(keys_post[g]) - what keys_post[g] held before this cut). The bucket g
- *     alternates with the checkpoint's id: the previous cut's writers, still using the other
- *     bucket, all finished before that checkpoint's own SafeReadOnly. A session's counts and
+ *     alternates with every cut (cut_gen, failed checkpoints' cuts included): the previous cut's
+ *     writers, still using the other bucket, all finished before that cut's own SafeReadOnly. A session's counts and
  *     its keys_post are read together under its seqlock (cnt_seq).
  *
  *  5. Failure. Any error (a write, a sync, a full disk) leaves the files of the failed checkpoint
@@ -60,6 +61,7 @@
 #include "device/device.h"
 #include "log/alloc_int.h"
 #include "log/ckpt_int.h"
+#include "log/epoch_int.h"
 #include "log/hlog_int.h"
 
 #define CKPT_IO_CHUNK (8ULL << 20)      /* one write request of the write-out */
@@ -414,6 +416,30 @@ static void ckpt_counts_read(hlog *l, int g, int64_t *keys, int64_t *expires, in
 	}
 }
 
+/* Step (a)'s barrier: one epoch. An operation holds its epoch from its allocation to its
+ * publishing CAS, so once every session has refreshed, every record allocated below scan_from is
+ * published (or garbage): the index image then holds it, and only records at or above scan_from
+ * can be missing (note 2). */
+static void ckpt_epoch_done(void *ctx, uint64_t arg)
+{
+	(void)arg;
+	atomic_store((_Atomic int *)ctx, 1);
+}
+
+static void ckpt_epoch_barrier(hlog_session *s)
+{
+	_Atomic int done = 0;
+	while (epoch_bump(s->l->ep, ckpt_epoch_done, &done, 0) < 0) {
+		log_epoch_step(s);
+		usleep(200);
+	}
+	while (!atomic_load(&done)) {
+		log_epoch_step(s);
+		if (!atomic_load(&done))
+			usleep(200);
+	}
+}
+
 /* Step (d) and, with a device, the page writes of (e): wait, polling the session (it claims and
  * submits page writes: nobody else may be polling, all workers may be idle). */
 static int ckpt_wait_flushed(ckpt_run *r, uint64_t cut)
@@ -560,19 +586,27 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 
 	/* (a), (b): the fuzzy index image (note 2). */
 	r.m.scan_from = ckpt_tail_now(l);
+	ckpt_epoch_barrier(s);
 	ckpt_name(name, sizeof(name), r.m.id, "index");
 	if ((rc = ckpt_file_write(dir, name, ckpt_index_fn, &r, out->why, sizeof(out->why))) < 0)
 		goto out;
+	/* The index image's name is durable before any meta file names it. */
+	if ((rc = ckpt_dir_sync(dir)) < 0) {
+		ckpt_why(out->why, sizeof(out->why), "%s: fsync of the folder failed: %s", dir, spw_strerror(rc));
+		goto out;
+	}
 	r.m.index_bytes = r.img.file_bytes;
 	r.m.index_sum = r.img.checksum;
 
 	/* (c), (d), (e): the cut and the log below it (notes 1 and 3), the counts at it (note 4). */
 	pthread_mutex_lock(&l->ckpt_mu);
 	locked = true;
-	int g = (int)(r.m.id & 1);
+	/* A generation per cut, failed checkpoints' included (note 4). */
+	uint64_t gen = ++l->cut_gen;
+	int g = (int)(gen & 1);
 	int64_t k0, e0, kp0, ep0, k1, e1, kp1, ep1;
 	ckpt_counts_read(l, g, &k0, &e0, &kp0, &ep0);
-	uint64_t cut = alloc_cut(s, logdev->sector_bytes, r.m.id, &r.m.begin);
+	uint64_t cut = alloc_cut(s, logdev->sector_bytes, gen, &r.m.begin);
 	r.m.cut = cut;
 	r.m.next_seq = atomic_load(&l->redo_seq);
 	if (r.m.scan_from < r.m.begin)

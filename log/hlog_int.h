@@ -199,6 +199,7 @@ struct hlog {
 	pthread_mutex_t ckpt_mu;           /* a checkpoint's cut to its write-out, against FLUSHALL */
 	pthread_mutex_t ckpt_one;          /* one checkpoint at a time (the whole of hlog_checkpoint) */
 	uint64_t ckpt_id;                  /* the last checkpoint's number (under ckpt_mu) */
+	uint64_t cut_gen;                  /* cuts taken, failed checkpoints' too (under ckpt_one) */
 	uint64_t ckpt_from;                /* the last checkpoint's cut: the log below it is durable, so
 	                                      the next checkpoint writes from there (under ckpt_mu) */
 	_Atomic uint64_t rec_done, rec_total;      /* recovery's progress (hlog_recover_progress) */

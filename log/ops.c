@@ -255,6 +255,17 @@ static inline uint64_t log_redo_seq(hlog_session *s)
 	return SPW_UNLIKELY(s->redo != NULL) ? atomic_fetch_add(&s->l->redo_seq, 1) : 0;
 }
 
+/* An in-place change's redo record: its seq, then Begin (both sequentially consistent); a record
+ * below Begin was flushed away by a FLUSHALL that took its seq after moving Begin, and its change
+ * is lost in the store too, so it is not logged (hlog_flush_all). */
+static void log_redo_visible(hlog_session *s, uint64_t addr, const hlog_key *k, bool wr,
+		const log_rec *r, uint64_t info, int64_t expire_ms)
+{
+	uint64_t seq = log_redo_seq(s);
+	if (addr >= atomic_load(&s->l->begin))
+		log_redo(s, seq, addr, k, wr, r, info, expire_ms);
+}
+
 /* One run of the update loop: what the lookup found and what the plan decided. */
 typedef struct log_upd {
 	hidx_slot slot;
@@ -389,7 +400,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		log_count(s, u->a, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
-			log_redo(s, log_redo_seq(s), u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
+			log_redo_visible(s, u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
 		rec_unlock_excl(r, info);
 		return u->result;
 	}
@@ -404,8 +415,8 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		info &= ~REC_TOMBSTONE;
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
-			log_redo(s, log_redo_seq(s), u->a, u->key, true, r, info,
-			         u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
+			log_redo_visible(s, u->a, u->key, true, r, info,
+			                 u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 		rec_unlock_excl(r, info);
 		return u->result;
 	}
@@ -464,7 +475,8 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 			rec_unlock_excl(u->r, u->info);
 		return UPD_RESTART;   /* the record stays sealed and invalid: garbage */
 	}
-	if (SPW_UNLIKELY(s->redo != NULL) && (uint64_t)na >= load_acq(&l->begin))
+	/* seq first, then Begin (both sequentially consistent): see hlog_flush_all. */
+	if (SPW_UNLIKELY(s->redo != NULL) && (uint64_t)na >= atomic_load(&l->begin))
 		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 	atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
 	/* Seal the source only after the new version is valid, so that whoever locks it next and
@@ -575,14 +587,16 @@ int hlog_flush_all(hlog_session *s)
 	hlog *l = s->l;
 	unsigned spins = 0;
 	while (pthread_mutex_trylock(&l->ckpt_mu) != 0) {
-		log_epoch_step(s);
+		alloc_wait_step(s);
 		if (++spins < 64)
 			log_cpu_relax();
 		else
 			usleep(200);   /* a write-out may take seconds: do not burn the core meanwhile */
 	}
-	uint64_t seq = log_redo_seq(s);
 	uint64_t head = alloc_truncate(s);
+	/* The seq after Begin moved: a change racing the flush either checked Begin before it moved
+	 * (and got a lower seq) or finds its record below Begin and logs nothing (log_redo). */
+	uint64_t seq = log_redo_seq(s);
 	atomic_store(&l->keys_base, log_sum_keys(l));
 	atomic_store(&l->expires_base, log_sum_expires(l));
 	if (s->redo) {
