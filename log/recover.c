@@ -29,6 +29,9 @@
  *
  *  4. Counts: the meta file's key and expire counts become the base the sessions' deltas count
  *     from (ckpt.c note 4).
+ *
+ *  5. Loading the previous checkpoint (which = 1) sets the newer one aside (checkpoint.<n>.*.aside):
+ *     this run writes the log again from the older cut on, so the newer one no longer matches it.
  */
 
 #include <errno.h>
@@ -336,6 +339,20 @@ int hlog_recover(hlog *l, hlog_session *s, const char *dir, dev *logdev, int whi
 			         "lose what came after it, start with --recover-checkpoint previous", ids[1]);
 		return rc;
 	}
+	/* Loaded an older one: the newer ones describe a history this run diverges from (it writes the
+	 * log again from this cut on). They are set aside (*.aside), never loaded again by mistake. */
+	for (int i = 0; i < which; i++) {
+		for (int f = 0; f < 2; f++) {
+			char name[CKPT_NAME_MAX], from[4096], to[4200];
+			ckpt_name(name, sizeof(name), ids[i], f ? "index" : "meta");
+			snprintf(from, sizeof(from), "%s/%s", dir, name);
+			snprintf(to, sizeof(to), "%s.aside", from);
+			if (rename(from, to) < 0 && errno != ENOENT)
+				spw_log(SPW_LOG_WARNING, errno, "Cannot set %s aside", from);
+		}
+	}
+	if (which > 0)
+		ckpt_dir_sync(dir);
 	out->id = m.id;
 	out->begin = m.begin;
 	out->cut = m.cut;

@@ -354,6 +354,12 @@ int persist_recover(void)
 			        PRIu64 " already in the checkpoint", ps.replay.files, ps.replay.applied,
 			        ps.replay.skipped);
 		next_seq = SPW_MAX(next_seq, ps.replay.max_seq + 1);
+		/* Page writes the replay's page turns claimed go out only with this session's polls:
+		 * move them all on, whatever comes next (nobody else reaps them). */
+		while (g_srv.dev && (hlog_session_inflight(main_sess) || hlog_session_unsubmitted(main_sess))) {
+			hlog_session_poll(main_sess);
+			usleep(200);
+		}
 	}
 	hlog_redo_seq_set(g_srv.store, next_seq);
 	if (ps.replay.applied || (previous && have)) {
@@ -365,8 +371,13 @@ int persist_recover(void)
 			if (n < 0)
 				spw_log(SPW_LOG_WARNING, -n, "Cannot set the replayed AOF files aside");
 		} else {
-			spw_log(SPW_LOG_WARNING, 0, "The replayed AOF files stay in place until a checkpoint "
-			        "succeeds");
+			/* The replayed files' addresses belong to the last run: they must be covered by a
+			 * checkpoint of this state before this run writes anything (note 1). Nothing is lost:
+			 * the files and the checkpoint stay as they were for the next start. */
+			spw_log(SPW_LOG_WARNING, 0, "Fatal error: the recovered state could not be checkpointed "
+			        "(%s); the checkpoint and AOF files are left as they were. Exiting.",
+			        ci.why[0] ? ci.why : "see above");
+			goto fail;
 		}
 	} else if (have) {
 		pthread_mutex_lock(&ps.lock);
@@ -507,7 +518,10 @@ int persist_stop(bool save)
 		spw_log(SPW_LOG_NOTICE, 0, "Saving the final checkpoint.");
 		rc = checkpoint_run(main_sess, &ci, "shutdown") == 0 ? 0 : -1;
 		if (rc < 0)
-			spw_log(SPW_LOG_WARNING, 0, "Error trying to save the DB, can't exit.");
+			spw_log(SPW_LOG_WARNING, 0, "Error trying to save the DB: exiting with status 1; the next "
+			        "start recovers the last checkpoint%s", __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED) ?
+			        " and replays the AOF (nothing acknowledged is lost)" :
+			        " (without the AOF, the writes since it are lost)");
 	}
 	if (main_sess) {
 		hlog_session_close(main_sess);

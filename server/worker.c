@@ -312,6 +312,8 @@ void worker_aof_flush(worker *w)
 	if (SPW_LIKELY(!w->aof) || !aof_writer_dirty(w->aof))
 		return;
 	int rc = aof_writer_flush(w->aof);
+	if (rc == 0)
+		rc = aof_writer_error(w->aof);   /* a record it could not buffer (out of memory) is lost */
 	if (rc < 0) {
 		worker_aof_error(w, rc, "write");
 		return;

@@ -536,7 +536,14 @@ static void test_refusals(void **st)
 		assert_int_equal(info.id, first);
 		assert_string_equal(ck_get(&e, "k1", &x), "first");
 		ck_close(&e, false);
-		flip_byte(path, cases[c].at);   /* repaired again */
+		/* Loading the previous one set the newest aside (recover.c note 5): back, and repaired. */
+		for (int f = 0; f < 2; f++) {
+			char from[300], to[256];
+			snprintf(to, sizeof(to), "%s/checkpoint.%" PRIu64 ".%s", e.dir, second, f ? "index" : "meta");
+			snprintf(from, sizeof(from), "%s.aside", to);
+			assert_int_equal(rename(from, to), 0);
+		}
+		flip_byte(path, cases[c].at);
 	}
 	/* A segment cut short: refused, naming the segment file. */
 	snprintf(path, sizeof(path), "%s/Store/hlog.0", e.dir);
