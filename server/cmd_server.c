@@ -651,6 +651,15 @@ void cmd_shutdown(client *c)
 		return;
 	}
 	spw_log(SPW_LOG_WARNING, 0, "User requested shutdown...");
+	uint64_t ticket;
+	if (!nosave && persist_save_request(&ticket) == 0) {
+		/* As Redis: the shutdown happens only if its checkpoint succeeds; a failed one answers
+		 * "Errors trying to SHUTDOWN" and the server goes on (worker.c note 8). The final
+		 * checkpoint after the workers stop then holds only what came in meanwhile. */
+		c->save_ticket = ticket;
+		c->flags |= CLIENT_SAVE_WAIT | CLIENT_SHUTDOWN_SAVE;
+		return;
+	}
 	if (nosave)
 		atomic_store(&g_srv.shutdown_nosave, 1);
 	server_request_shutdown();

@@ -126,6 +126,7 @@ typedef struct client client;
 #define CLIENT_READ_PAUSED       (1u << 2)   /* back-pressure: not reading until replies drain */
 #define CLIENT_PARKED            (1u << 3)   /* a command waits on the device (reply_pending) */
 #define CLIENT_SAVE_WAIT         (1u << 4)   /* SAVE: waits for the saver's checkpoint (persist.c) */
+#define CLIENT_SHUTDOWN_SAVE     (1u << 5)   /* SHUTDOWN: the checkpoint it waits for decides it */
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
  * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */

@@ -83,6 +83,9 @@
  *     appendonly/appendfsync and rotates to the generation the saver moved g_srv.aof_gen to.
  *  8. SAVE parks its client (CLIENT_SAVE_WAIT) until the saver's checkpoint ends; the saver sets
  *     save_pending and writes the eventfd, and worker_wake answers the waiters (persist.c note 4).
+ *     SHUTDOWN (without NOSAVE) waits the same way (CLIENT_SHUTDOWN_SAVE): a checkpoint that
+ *     succeeds starts the shutdown, one that fails answers Redis's "Errors trying to SHUTDOWN" and
+ *     the server goes on, so a full disk does not turn a SHUTDOWN into lost writes.
  */
 #include "server/server_int.h"
 #include "server/conn.h"
@@ -214,10 +217,22 @@ static void worker_save_answer(worker *w)
 		if (!(c->flags & CLIENT_SAVE_WAIT) || !persist_save_done(c->save_ticket, &rc))
 			continue;
 		c->flags &= ~CLIENT_SAVE_WAIT;
-		if (rc == 0)
+		if (c->flags & CLIENT_SHUTDOWN_SAVE) {
+			c->flags &= ~CLIENT_SHUTDOWN_SAVE;
+			if (rc == 0) {
+				server_request_shutdown();   /* as Redis: no reply */
+				c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+				client_pending_add(w, c);
+				continue;
+			}
+			spw_log(SPW_LOG_WARNING, 0, "Errors trying to shut down the server: the checkpoint "
+			        "failed; the server goes on (check the logs)");
+			reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+		} else if (rc == 0) {
 			reply_ok(c);
-		else
+		} else {
 			reply_error(c, "ERR");   /* Redis 7.0's failed SAVE: shared.err */
+		}
 		client_process_input(w, c);   /* its later requests; pends it for writing */
 	}
 }
