@@ -20,7 +20,11 @@
  *     store queued must have gone to the device by then: tier_flush_writes + tier_device_reads <=
  *     tier_ios_submitted (a request across a segment boundary is two pieces, so the right side may
  *     be larger). Without the fix a run meets such a round early (a claimed page write left
- *     unsubmitted), or a SET that never gets its reply.
+ *     unsubmitted), or a SET that never gets its reply. A round that does not check out gets a
+ *     second look after QUIET_RECHECK_MS: under the throttle of note 3 on a loaded machine the
+ *     backlogs may still be draining after 20 ms (the CI run of issue 11 saw 1 of 519 left);
+ *     writes never handed over stay missing (the second INFO wakes only the worker of the control
+ *     connection, one of four).
  *  3. The same with --device-throttle-limit 1: the device refuses what passes the throttle, and the
  *     session keeps it in its backlog. A worker whose backlog waits while nothing of its own is in
  *     flight has no completion to wake it (the throttle is held by other workers' requests): it
@@ -44,6 +48,7 @@
 #define QUIET_SETS   2             /* per connection and round: all read at once */
 #define QUIET_VALUE  6000          /* bytes: 32 x 2 x 6000 = 384 KB a round, --memory is 512 KB */
 #define QUIET_IDLE_MS 20
+#define QUIET_RECHECK_MS 500       /* the second look (note 2) */
 
 static itest_server g_srv;
 
@@ -117,13 +122,21 @@ static void quiet_rounds_check(void)
 					         itest_escape(reply, (size_t)n, 200));
 			}
 		}
-		itest_sleep_ms(QUIET_IDLE_MS);
-		char *r = itest_call(&ctl, "INFO", "stats", NULL);   /* one INFO: one moment (note 2) */
-		long long writes = itest_info_value(r, "tier_flush_writes");
-		long long reads = itest_info_value(r, "tier_device_reads");
-		long long ios = itest_info_value(r, "tier_ios_submitted");
-		free(r);
-		assert_true(writes >= 0 && reads >= 0 && ios >= 0);
+		long long writes = 0, reads = 0, ios = 0;
+		for (int look = 0; look < 2; look++) {
+			/* A second look after a longer quiet (note 2): a backlog drains one request per
+			 * completion under the throttle, which a loaded machine may not finish in 20 ms;
+			 * writes that were never handed over are still missing then. */
+			itest_sleep_ms(look ? QUIET_RECHECK_MS : QUIET_IDLE_MS);
+			char *r = itest_call(&ctl, "INFO", "stats", NULL);   /* one INFO: one moment (note 2) */
+			writes = itest_info_value(r, "tier_flush_writes");
+			reads = itest_info_value(r, "tier_device_reads");
+			ios = itest_info_value(r, "tier_ios_submitted");
+			free(r);
+			assert_true(writes >= 0 && reads >= 0 && ios >= 0);
+			if (writes + reads <= ios)
+				break;
+		}
 		if (writes + reads > ios)
 			fail_msg("round %d: the worker went quiet with %lld of %lld page writes and reads queued "
 			         "and never handed to the device (tier_flush_writes %lld + tier_device_reads %lld > "
