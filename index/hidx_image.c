@@ -445,25 +445,165 @@ out:
 	return rc;
 }
 
+/* The load's state, shared by its steps (header, frame, trailer, checks). */
+typedef struct image_load {
+	hidx *h;
+	int fd;
+	char *why;
+	size_t whylen;
+	unsigned char hdr[HIDX_IMAGE_HEADER_BYTES], trl[HIDX_IMAGE_TRAILER_BYTES];
+	image_sink sink;
+	ZSTD_DCtx *dctx;
+	XXH3_state_t *frame_xxh, *file_xxh;
+	void *ibuf;
+	size_t icap;
+	ZSTD_inBuffer in;
+	uint64_t buckets, hbuckets, novf, raw, file_bytes;
+	bool fits, touched;
+} image_load;
+
+/* The header: magic, version, geometry; an image that fits h decompresses into h, any other into
+ * scratch, so that the trailer can say whether the header itself is damaged. */
+static int load_header(image_load *L)
+{
+	ssize_t got = read_full(L->fd, L->hdr, sizeof(L->hdr));
+	if (got < 0)
+		return image_fail(L->why, L->whylen, (int)got, "index image: read: %s", strerror((int)-got));
+	if (got < 8 || memcmp(L->hdr, HIDX_IMAGE_MAGIC, 8) != 0)
+		return image_fail(L->why, L->whylen, -EINVAL, "index image: not an index image (no magic %s)",
+				  HIDX_IMAGE_MAGIC);
+	if (got < (ssize_t)sizeof(L->hdr))
+		return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: truncated header (%zd of "
+				  "%zu bytes)", got, sizeof(L->hdr));
+	if (get_u32(L->hdr + 8) != HIDX_IMAGE_VERSION)
+		return image_fail(L->why, L->whylen, -EINVAL, "index image: version %u, this build reads %u",
+				  get_u32(L->hdr + 8), HIDX_IMAGE_VERSION);
+	XXH3_64bits_update(L->file_xxh, L->hdr, sizeof(L->hdr));
+	L->file_bytes = sizeof(L->hdr);
+	L->hbuckets = get_u64(L->hdr + 16);
+	L->novf = get_u64(L->hdr + 24);
+	L->raw = get_u64(L->hdr + 32);
+	L->fits = L->hbuckets == L->buckets && L->novf <= HIDX_OVF_MAX_BUCKETS &&
+		  L->raw == (L->buckets + L->novf) * HIDX_BUCKET_BYTES;
+	if (!L->fits) {
+		L->sink.region = UINT64_MAX;
+		L->sink.dst = L->sink.scratch;
+		L->sink.len = L->sink.scratch_len;
+		return 0;
+	}
+	int rc = hidx_overflow_reserve(L->h, L->novf);
+	L->touched = true;
+	if (rc)
+		return image_fail(L->why, L->whylen, rc, "index image: mapping %llu overflow buckets: %s",
+				  (unsigned long long)L->novf, strerror(-rc));
+	L->sink.h = L->h;
+	L->sink.novf = L->novf;
+	L->sink.dst = (char *)L->h->hx_buckets;
+	L->sink.len = L->h->hx_main_bytes;
+	return 0;
+}
+
+/* The zstd frame, into the sink, summed as it is read. */
+static int load_frame(image_load *L)
+{
+	ZSTD_inBuffer *in = &L->in;
+	bool out_full = false;
+	size_t zr = 1;
+	while (zr != 0) {
+		/* A call that filled its output may hold more output back: call again before reading. */
+		if (in->pos == in->size && !out_full) {
+			ssize_t got = read_full(L->fd, L->ibuf, L->icap);
+			if (got < 0)
+				return image_fail(L->why, L->whylen, (int)got, "index image: read: %s",
+						  strerror((int)-got));
+			if (got == 0)
+				return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: truncated in the "
+						  "zstd frame (%llu bytes read)", (unsigned long long)L->file_bytes);
+			in->size = (size_t)got;
+			in->pos = 0;
+		}
+		if (L->sink.pos == L->sink.len)
+			sink_next(&L->sink);
+		ZSTD_outBuffer ob = { L->sink.dst + L->sink.pos, L->sink.len - L->sink.pos, 0 };
+		size_t before = in->pos;
+		zr = ZSTD_decompressStream(L->dctx, &ob, in);
+		if (ZSTD_isError(zr))
+			return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: zstd: %s (after %llu "
+					  "bytes)", ZSTD_getErrorName(zr), (unsigned long long)L->file_bytes);
+		XXH3_64bits_update(L->frame_xxh, (const char *)L->ibuf + before, in->pos - before);
+		XXH3_64bits_update(L->file_xxh, (const char *)L->ibuf + before, in->pos - before);
+		L->file_bytes += in->pos - before;
+		out_full = ob.pos == ob.size;
+		L->sink.pos += ob.pos;
+		L->sink.total += ob.pos;
+	}
+	return 0;
+}
+
+/* The trailer: what the last read brought past the frame, then the rest. */
+static int load_trailer(image_load *L)
+{
+	ZSTD_inBuffer *in = &L->in;
+	size_t left = SPW_MIN(in->size - in->pos, sizeof(L->trl));
+	memcpy(L->trl, (const char *)L->ibuf + in->pos, left);
+	in->pos += left;
+	if (left < sizeof(L->trl)) {
+		ssize_t got = read_full(L->fd, L->trl + left, sizeof(L->trl) - left);
+		if (got < 0)
+			return image_fail(L->why, L->whylen, (int)got, "index image: read: %s",
+					  strerror((int)-got));
+		if ((size_t)got < sizeof(L->trl) - left)
+			return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: truncated trailer");
+	} else if (in->pos < in->size) {
+		/* Read past the image: leave fd just after it, as a caller reading on expects. A pipe
+		 * cannot seek back; nothing here depends on it. */
+		(void)lseek(L->fd, -(off_t)(in->size - in->pos), SEEK_CUR);
+	}
+	XXH3_64bits_update(L->file_xxh, L->trl, sizeof(L->trl));
+	L->file_bytes += sizeof(L->trl);
+	return 0;
+}
+
+/* The checksums, then the geometry and the length, then the chains (invariants 3-5). */
+static int load_verify(image_load *L)
+{
+	uint64_t frame_sum = XXH3_64bits_digest(L->frame_xxh);
+	uint64_t header_sum = XXH3_64bits(L->hdr, sizeof(L->hdr));
+	if (get_u64(L->trl + 8) != header_sum)
+		return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: header checksum mismatch "
+				  "(file says %016llx, header gives %016llx)",
+				  (unsigned long long)get_u64(L->trl + 8), (unsigned long long)header_sum);
+	if (get_u64(L->trl) != frame_sum)
+		return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: checksum mismatch (file "
+				  "says %016llx, data gives %016llx)", (unsigned long long)get_u64(L->trl),
+				  (unsigned long long)frame_sum);
+	if (L->hbuckets != L->buckets)
+		return image_fail(L->why, L->whylen, -EINVAL, "index image: geometry mismatch (the image has "
+				  "%llu main buckets, the index %llu)", (unsigned long long)L->hbuckets,
+				  (unsigned long long)L->buckets);
+	if (!L->fits || L->sink.total != L->raw)
+		return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: length mismatch (header "
+				  "says %llu bytes for %llu + %llu buckets, the frame gives %llu)",
+				  (unsigned long long)L->raw, (unsigned long long)L->hbuckets,
+				  (unsigned long long)L->novf, (unsigned long long)L->sink.total);
+	return image_check_chains(L->h, L->novf, L->why, L->whylen);
+}
+
 int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t whylen)
 {
-	const uint64_t buckets = bucket_count(h);
-	unsigned char hdr[HIDX_IMAGE_HEADER_BYTES], trl[HIDX_IMAGE_TRAILER_BYTES];
-	image_sink sink = { 0 };
-	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	XXH3_state_t *frame_xxh = XXH3_createState(), *file_xxh = XXH3_createState();
-	size_t icap = ZSTD_DStreamInSize();
-	void *ibuf = malloc(icap);
-	ZSTD_inBuffer in = { ibuf, 0, 0 };
-	uint64_t hbuckets, novf, raw, frame_sum, header_sum, file_bytes;
-	bool fresh, fits, touched = false, out_full = false;
-	size_t zr = 1, left;
-	ssize_t got;
+	image_load L = { .h = h, .fd = fd, .why = why, .whylen = whylen, .buckets = bucket_count(h) };
+	bool fresh;
 	int rc;
 
-	sink.scratch_len = 1u << 17;
-	sink.scratch = malloc(sink.scratch_len);
-	if (!dctx || !frame_xxh || !file_xxh || !ibuf || !sink.scratch) {
+	L.dctx = ZSTD_createDCtx();
+	L.frame_xxh = XXH3_createState();
+	L.file_xxh = XXH3_createState();
+	L.icap = ZSTD_DStreamInSize();
+	L.ibuf = malloc(L.icap);
+	L.in = (ZSTD_inBuffer){ L.ibuf, 0, 0 };
+	L.sink.scratch_len = 1u << 17;
+	L.sink.scratch = malloc(L.sink.scratch_len);
+	if (!L.dctx || !L.frame_xxh || !L.file_xxh || !L.ibuf || !L.sink.scratch) {
 		rc = image_fail(why, whylen, -ENOMEM, "index image: out of memory");
 		goto out;
 	}
@@ -474,159 +614,25 @@ int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t why
 		rc = image_fail(why, whylen, -EINVAL, "index image: the index to load into is in use");
 		goto out;
 	}
-	XXH3_64bits_reset(frame_xxh);
-	XXH3_64bits_reset(file_xxh);
-
-	got = read_full(fd, hdr, sizeof(hdr));
-	if (got < 0) {
-		rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
-		goto out;
-	}
-	if (got < 8 || memcmp(hdr, HIDX_IMAGE_MAGIC, 8) != 0) {
-		rc = image_fail(why, whylen, -EINVAL, "index image: not an index image (no magic %s)",
-				HIDX_IMAGE_MAGIC);
-		goto out;
-	}
-	if (got < (ssize_t)sizeof(hdr)) {
-		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated header (%zd of %zu bytes)",
-				got, sizeof(hdr));
-		goto out;
-	}
-	if (get_u32(hdr + 8) != HIDX_IMAGE_VERSION) {
-		rc = image_fail(why, whylen, -EINVAL, "index image: version %u, this build reads %u",
-				get_u32(hdr + 8), HIDX_IMAGE_VERSION);
-		goto out;
-	}
-	XXH3_64bits_update(file_xxh, hdr, sizeof(hdr));
-	file_bytes = sizeof(hdr);
-	hbuckets = get_u64(hdr + 16);
-	novf = get_u64(hdr + 24);
-	raw = get_u64(hdr + 32);
-	/* Only an image that fits h goes into h; any other is decompressed into scratch so that the
-	 * trailer can say whether the header itself is damaged. */
-	fits = hbuckets == buckets && novf <= HIDX_OVF_MAX_BUCKETS &&
-	       raw == (buckets + novf) * HIDX_BUCKET_BYTES;
-	if (fits) {
-		rc = hidx_overflow_reserve(h, novf);
-		touched = true;
-		if (rc) {
-			rc = image_fail(why, whylen, rc, "index image: mapping %llu overflow buckets: %s",
-					(unsigned long long)novf, strerror(-rc));
-			goto out;
-		}
-		sink.h = h;
-		sink.novf = novf;
-		sink.dst = (char *)h->hx_buckets;
-		sink.len = h->hx_main_bytes;
-	} else {
-		sink.region = UINT64_MAX;
-		sink.dst = sink.scratch;
-		sink.len = sink.scratch_len;
-	}
-
-	while (zr != 0) {
-		ZSTD_outBuffer ob;
-		size_t before;
-
-		/* A call that filled its output may hold more output back: call again before reading. */
-		if (in.pos == in.size && !out_full) {
-			got = read_full(fd, ibuf, icap);
-			if (got < 0) {
-				rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
-				goto out;
-			}
-			if (got == 0) {
-				rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated in the zstd "
-						"frame (%llu bytes read)", (unsigned long long)file_bytes);
-				goto out;
-			}
-			in.size = (size_t)got;
-			in.pos = 0;
-		}
-		if (sink.pos == sink.len)
-			sink_next(&sink);
-		ob = (ZSTD_outBuffer){ sink.dst + sink.pos, sink.len - sink.pos, 0 };
-		before = in.pos;
-		zr = ZSTD_decompressStream(dctx, &ob, &in);
-		if (ZSTD_isError(zr)) {
-			rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: zstd: %s (after %llu bytes)",
-					ZSTD_getErrorName(zr), (unsigned long long)file_bytes);
-			goto out;
-		}
-		XXH3_64bits_update(frame_xxh, (const char *)ibuf + before, in.pos - before);
-		XXH3_64bits_update(file_xxh, (const char *)ibuf + before, in.pos - before);
-		file_bytes += in.pos - before;
-		out_full = ob.pos == ob.size;
-		sink.pos += ob.pos;
-		sink.total += ob.pos;
-	}
-
-	/* the trailer: what the last read brought past the frame, then the rest */
-	left = SPW_MIN(in.size - in.pos, sizeof(trl));
-	memcpy(trl, (const char *)ibuf + in.pos, left);
-	in.pos += left;
-	if (left < sizeof(trl)) {
-		got = read_full(fd, trl + left, sizeof(trl) - left);
-		if (got < 0) {
-			rc = image_fail(why, whylen, (int)got, "index image: read: %s", strerror((int)-got));
-			goto out;
-		}
-		if ((size_t)got < sizeof(trl) - left) {
-			rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: truncated trailer");
-			goto out;
-		}
-	} else if (in.pos < in.size) {
-		/* Read past the image: leave fd just after it, as a caller reading on expects. A pipe
-		 * cannot seek back; nothing here depends on it. */
-		(void)lseek(fd, -(off_t)(in.size - in.pos), SEEK_CUR);
-	}
-	XXH3_64bits_update(file_xxh, trl, sizeof(trl));
-	file_bytes += sizeof(trl);
-
-	frame_sum = XXH3_64bits_digest(frame_xxh);
-	header_sum = XXH3_64bits(hdr, sizeof(hdr));
-	if (get_u64(trl + 8) != header_sum) {
-		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: header checksum mismatch (file says "
-				"%016llx, header gives %016llx)", (unsigned long long)get_u64(trl + 8),
-				(unsigned long long)header_sum);
-		goto out;
-	}
-	if (get_u64(trl) != frame_sum) {
-		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: checksum mismatch (file says "
-				"%016llx, data gives %016llx)", (unsigned long long)get_u64(trl),
-				(unsigned long long)frame_sum);
-		goto out;
-	}
-	if (hbuckets != buckets) {
-		rc = image_fail(why, whylen, -EINVAL, "index image: geometry mismatch (the image has %llu main "
-				"buckets, the index %llu)", (unsigned long long)hbuckets,
-				(unsigned long long)buckets);
-		goto out;
-	}
-	if (!fits || sink.total != raw) {
-		rc = image_fail(why, whylen, SPW_E_CORRUPT, "index image: length mismatch (header says %llu "
-				"bytes for %llu + %llu buckets, the frame gives %llu)", (unsigned long long)raw,
-				(unsigned long long)hbuckets, (unsigned long long)novf,
-				(unsigned long long)sink.total);
-		goto out;
-	}
-	rc = image_check_chains(h, novf, why, whylen);
-	if (rc)
+	XXH3_64bits_reset(L.frame_xxh);
+	XXH3_64bits_reset(L.file_xxh);
+	if ((rc = load_header(&L)) || (rc = load_frame(&L)) || (rc = load_trailer(&L)) ||
+	    (rc = load_verify(&L)))
 		goto out;
 	if (out) {
-		out->buckets = buckets;
-		out->overflow_buckets = novf;
-		out->file_bytes = file_bytes;
-		out->checksum = XXH3_64bits_digest(file_xxh);
+		out->buckets = L.buckets;
+		out->overflow_buckets = L.novf;
+		out->file_bytes = L.file_bytes;
+		out->checksum = XXH3_64bits_digest(L.file_xxh);
 	}
 out:
-	if (rc && touched)
+	if (rc && L.touched)
 		hidx_reset(h);
-	free(sink.scratch);
-	free(ibuf);
-	XXH3_freeState(file_xxh);
-	XXH3_freeState(frame_xxh);
-	ZSTD_freeDCtx(dctx);
+	free(L.sink.scratch);
+	free(L.ibuf);
+	XXH3_freeState(L.file_xxh);
+	XXH3_freeState(L.frame_xxh);
+	ZSTD_freeDCtx(L.dctx);
 	return rc;
 }
 
