@@ -57,17 +57,9 @@ static int crash_rounds(int dflt)
 
 static void server_start(itest_server *s, const char *const *extra)
 {
-	const char *flags[48] = {
-		"--threads", "2", "--page", "64k", "--index", "1m", "--segment", "1m",
-		"--dir", g_dir, "--logdir", g_dir, "--checkpoint-interval", "0", "--save", "",
-	};
-	size_t n = 0;
-	while (flags[n])
-		n++;
-	for (; extra && *extra && n + 1 < sizeof(flags) / sizeof(flags[0]); extra++)
-		flags[n++] = *extra;
-	if (itest_spillway_start(s, flags) < 0)
-		fail_msg("spillway-server did not start on %s", g_dir);
+	static const char *const base[] = { "--threads", "2", "--page", "64k", "--index", "1m",
+		"--segment", "1m", "--checkpoint-interval", "0", "--save", "", NULL };
+	itest_spillway_start_on(s, g_dir, base, extra);
 }
 
 static void key_name(char *buf, size_t len, int conn, int k)

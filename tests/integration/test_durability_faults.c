@@ -49,14 +49,8 @@ static int dir_teardown(void **state)
 
 static void server_start(itest_server *s, const char *const *extra)
 {
-	const char *flags[48] = { BASE_FLAGS, "--dir", g_dir, "--logdir", g_dir };
-	size_t n = 0;
-	while (flags[n])
-		n++;
-	for (; extra && *extra && n + 1 < sizeof(flags) / sizeof(flags[0]); extra++)
-		flags[n++] = *extra;
-	if (itest_spillway_start(s, flags) < 0)
-		fail_msg("spillway-server did not start on %s", g_dir);
+	static const char *const base[] = { BASE_FLAGS, NULL };
+	itest_spillway_start_on(s, g_dir, base, extra);
 }
 
 static void server_kill(itest_server *s)

@@ -46,17 +46,9 @@ static int dir_teardown(void **state)
  * when it does not start. */
 static void server_start(itest_server *s, const char *const *extra)
 {
-	const char *flags[40] = {
-		"--threads", "2", "--memory", "64m", "--page", "1m", "--index", "1m",
-		"--dir", g_dir, "--logdir", g_dir,
-	};
-	size_t n = 0;
-	while (flags[n])
-		n++;
-	for (; extra && *extra && n + 1 < sizeof(flags) / sizeof(flags[0]); extra++)
-		flags[n++] = *extra;
-	if (itest_spillway_start(s, flags) < 0)
-		fail_msg("spillway-server did not start on %s", g_dir);
+	static const char *const base[] = { "--threads", "2", "--memory", "64m", "--page", "1m",
+		"--index", "1m", NULL };
+	itest_spillway_start_on(s, g_dir, base, extra);
 }
 
 /* SHUTDOWN [arg] on c and wait for the process to exit; its exit status must be 0. */

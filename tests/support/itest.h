@@ -235,6 +235,11 @@ typedef enum itest_kind {
  * return -1, a cmocka setup's failure.
  */
 int itest_fixture_start(itest_server *s, itest_kind kind, const char *const *flags, const char *who);
+/* Start spillway-server on the data folder dir (--dir and --logdir after the helper's own, so that
+ * a restart finds the files the last process left) with the NULL-terminated flags base, then
+ * extra (either may be NULL); fails the running test when it does not start. */
+void itest_spillway_start_on(itest_server *s, const char *dir, const char *const *base,
+                             const char *const *extra);
 /*
  * A group teardown's server: stop it. 0 when it exits with status 0, or was never started or is
  * stopped already; otherwise print its exit status and its log and return -1.

@@ -179,6 +179,22 @@ int itest_fixture_start(itest_server *s, itest_kind kind, const char *const *fla
 	return 0;
 }
 
+void itest_spillway_start_on(itest_server *s, const char *dir, const char *const *base,
+                             const char *const *extra)
+{
+	const char *flags[64] = { "--dir", dir, "--logdir", dir };
+	size_t n = 4;
+	for (const char *const *l = base; l && *l; l++)
+		if (n + 1 < sizeof(flags) / sizeof(flags[0]))
+			flags[n++] = *l;
+	for (const char *const *l = extra; l && *l; l++)
+		if (n + 1 < sizeof(flags) / sizeof(flags[0]))
+			flags[n++] = *l;
+	flags[n] = NULL;
+	if (itest_spillway_start(s, flags) < 0)
+		fail_msg("spillway-server did not start on %s", dir);
+}
+
 int itest_fixture_stop(itest_server *s, const char *who)
 {
 	if (s->pid == 0 && s->dir[0] == '\0')
