@@ -718,6 +718,15 @@ void command_dispatch(client *c)
 		st->cmd_rejected[cmd->index]++;
 		goto rejected;
 	}
+	/* Redis's OOM gate: a budget is reached (compact.c: disk; memory), writes that grow refuse. */
+	if (SPW_UNLIKELY(atomic_load_explicit(&g_srv.deny_oom, memory_order_relaxed) != 0) &&
+	    (cmd->flags & CMD_DENYOOM)) {
+		reply_error(c, (atomic_load(&g_srv.deny_oom) & SPW_OOM_MEMORY)
+		               ? "OOM command not allowed when used memory > 'maxmemory'."
+		               : "OOM command not allowed when used disk > 'disk-max'.");
+		st->cmd_rejected[cmd->index]++;
+		goto rejected;
+	}
 
 	uint64_t errors = st->errors, hits = st->keyspace_hits, misses = st->keyspace_misses;
 	resp_chunk *mark = c->out.tail;

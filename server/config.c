@@ -75,6 +75,9 @@ typedef struct spw_option {
 	const char *help;
 } spw_option;
 
+static const char *const policy_names[] = { "volatile-lru", "volatile-lfu", "volatile-random",
+                                            "volatile-ttl", "allkeys-lru", "allkeys-lfu",
+                                            "allkeys-random", "noeviction", NULL };
 static const char *const loglevel_names[] = { "debug", "verbose", "notice", "warning", NULL };
 static const char *const device_type_names[] = { "default", "native", "randomaccess", "filestream",
                                                  "azurestorage", "localmemory", "null", "posix", NULL };
@@ -198,6 +201,21 @@ static const spw_option options[] = {
 	{ "appendfilename", NULL, OPT_STRING, 0, 0, 0, "appendonly.aof", FIELD(appendfilename), NULL, NULL,
 	  "accepted for Redis config files and shown by CONFIG GET, otherwise unused (AOF files are "
 	  "<dir>/appendonlydir/spillway.<gen>.<worker>.aof)" },
+	/* Space (compact.c, expire.c): the disk budget and what happens when it is reached. */
+	{ "compaction-max-segments", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "32",
+	  FIELD(compaction_max_segments), NULL, NULL, "compact the oldest part of the log once it "
+	  "spans more than this many segments on the device (0 = only for --disk-max and COMPACT)" },
+	{ "compaction-io-limit", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "64mb",
+	  FIELD(compaction_io_limit), NULL, NULL, "bytes per second compaction may read and write "
+	  "(0 = no limit)" },
+	{ "disk-max", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "0", FIELD(disk_max), NULL, NULL,
+	  "disk the data may take (allocated blocks of log segments, checkpoints and AOF; 0 = no "
+	  "limit): past it compaction runs, then writes get -OOM (noeviction) or the oldest segments "
+	  "are dropped (an evicting maxmemory-policy)" },
+	{ "maxmemory-policy", NULL, OPT_ENUM, OPT_MUTABLE, 0, 0, "noeviction", FIELD(maxmemory_policy),
+	  policy_names, NULL, "noeviction (writes get -OOM once a budget is reached), or a Redis "
+	  "evicting policy: with --disk-max the oldest segments are dropped (allkeys-*: every key in "
+	  "them; volatile-*: the keys with an expiry, the others are copied)" },
 	/* Reported for tools that ask; this server has no eviction. */
 	{ "maxmemory", NULL, OPT_CONST, 0, 0, 0, "0", NOFIELD, NULL, NULL,
 	  "read-only: 0 (the log's size is --memory)" },

@@ -71,7 +71,23 @@ typedef struct spw_config {
 	save_rules save;              /* save: read them with config_save_rules from other threads */
 	char dbfilename[256];         /* accepted for Redis configs, unused */
 	char appendfilename[256];     /* accepted for Redis configs, unused */
+	/* Space: compaction, expiry, caps (compact.c, expire.c). */
+	int compaction_max_segments;  /* --compaction-max-segments: compact past this many (0 = off) */
+	uint64_t compaction_io_limit; /* --compaction-io-limit: bytes/s compaction reads + writes (0 = no limit) */
+	uint64_t disk_max;            /* --disk-max: bytes of disk the data may take (0 = no limit) */
+	int maxmemory_policy;         /* maxmemory-policy: SPW_POLICY_* */
 } spw_config;
+
+/* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
+ * --disk-max drop the oldest segments (cache mode, compact.c); noeviction answers -OOM. */
+enum {
+	SPW_POLICY_VOLATILE_LRU, SPW_POLICY_VOLATILE_LFU, SPW_POLICY_VOLATILE_RANDOM,
+	SPW_POLICY_VOLATILE_TTL, SPW_POLICY_ALLKEYS_LRU, SPW_POLICY_ALLKEYS_LFU,
+	SPW_POLICY_ALLKEYS_RANDOM, SPW_POLICY_NOEVICTION,
+};
+
+/* g_srv.deny_oom bits: why writes that grow the data are refused. */
+enum { SPW_OOM_DISK = 1 << 0, SPW_OOM_MEMORY = 1 << 1 };
 
 /* --recover-checkpoint values. */
 enum { SPW_RECOVER_NEWEST, SPW_RECOVER_PREVIOUS };
@@ -310,6 +326,7 @@ typedef struct server_state {
 	_Atomic int start_failed;     /* a worker could not start: exit code 1 */
 	/* Durability (persist.c). */
 	_Atomic int loading;          /* recovery runs: commands without CMD_LOADING get -LOADING */
+	_Atomic int deny_oom;         /* SPW_OOM_* bits: CMD_DENYOOM commands get -OOM (commands.c) */
 	_Atomic uint64_t aof_gen;     /* the AOF generation workers write; the saver bumps it */
 	_Atomic int aof_write_err;    /* 0, or the last AOF write/sync error (INFO aof_last_write_status) */
 	_Atomic int aof_writers;      /* workers with an AOF writer open (persist.c note 5) */
