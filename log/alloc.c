@@ -665,6 +665,35 @@ uint64_t alloc_truncate(hlog_session *s)
 	return head;
 }
 
+/* Compaction's move of Begin (compact.c note 4), under ckpt_mu as FLUSHALL's: Begin to `to`, a
+ * record boundary no higher than what compaction may pass (with a device, below Head; without
+ * one, below SafeReadOnly), and the index entries below it cleared. The garbage of the units wholly
+ * below goes to zero (their slots are reused). Without a device Head and ReadOnly follow Begin's
+ * page as in FLUSHALL (note 9), and the frames below are released by alloc_truncate_release with
+ * the Head returned; with one nothing in memory changes (0). */
+uint64_t alloc_begin_raise(hlog_session *s, uint64_t to)
+{
+	hlog *l = s->l;
+	uint64_t old = load_acq(&l->begin);
+	if (!marker_advance(&l->begin, to))
+		return 0;
+	hidx_clear_below(l->idx, to);
+	uint64_t u0 = old >> l->unit_bits, u1 = to >> l->unit_bits;
+	if (u1 - u0 > LOG_GARBAGE_SLOTS)
+		u0 = u1 - LOG_GARBAGE_SLOTS;
+	for (uint64_t u = u0; u < u1; u++)
+		atomic_store_explicit(&l->garbage[u & (LOG_GARBAGE_SLOTS - 1)], 0, memory_order_relaxed);
+	if (l->dev)
+		return 0;
+	uint64_t head = to & ~(l->page_bytes - 1);
+	if (head <= load_acq(&l->head))
+		return 0;
+	marker_advance(&l->read_only, head);
+	marker_advance(&l->flush_claimed, head);
+	marker_advance(&l->head, head);
+	return head;
+}
+
 /* The second half of FLUSHALL: the epoch action that advances SafeReadOnly and FlushedUntil and
  * frees the frames below head (alloc_flush_release), then a refresh so that it can run. */
 void alloc_truncate_release(hlog_session *s, uint64_t head)

@@ -426,7 +426,7 @@ static void ckpt_epoch_done(void *ctx, uint64_t arg)
 	atomic_store((_Atomic int *)ctx, 1);
 }
 
-static void ckpt_epoch_barrier(hlog_session *s)
+void ckpt_epoch_barrier(hlog_session *s)
 {
 	_Atomic int done = 0;
 	while (epoch_bump(s->l->ep, ckpt_epoch_done, &done, 0) < 0) {
@@ -551,6 +551,7 @@ static void ckpt_retire(ckpt_run *r)
 		unlink(path);
 	}
 	ckpt_dir_sync(r->dir);
+	atomic_store(&r->l->ckpt_hold, keep_begin);
 	if (keep_begin > r->d->segment_bytes)
 		dev_truncate_until(r->d, keep_begin & ~(r->d->segment_bytes - 1));
 }
@@ -608,6 +609,10 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 	ckpt_counts_read(l, g, &k0, &e0, &kp0, &ep0);
 	uint64_t cut = alloc_cut(s, logdev->sector_bytes, gen, &r.m.begin);
 	r.m.cut = cut;
+	/* From the cut on, this checkpoint needs the log from its Begin (compact.c note 5). */
+	for (uint64_t h = atomic_load(&l->ckpt_hold); h > r.m.begin;)
+		if (atomic_compare_exchange_weak(&l->ckpt_hold, &h, r.m.begin))
+			break;
 	r.m.next_seq = atomic_load(&l->redo_seq);
 	if (r.m.scan_from < r.m.begin)
 		r.m.scan_from = r.m.begin;

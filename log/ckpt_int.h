@@ -67,6 +67,8 @@ int ckpt_segments_check(struct dev *d, uint64_t begin, uint64_t cut, char *why, 
 /* Read or write len bytes at the device offset off (all sector-aligned), a few requests in flight,
  * waiting for them on the calling thread (dev_wait). 0 or -errno (-EIO: short). */
 int ckpt_dev_io(struct dev_queue *q, bool write, uint64_t off, void *buf, uint64_t len);
+/* Wait one epoch: every thread protected now has refreshed (s holds nothing). */
+void ckpt_epoch_barrier(hlog_session *s);
 /* fsync a folder. 0 or -errno. */
 int ckpt_dir_sync(const char *dir);
 

@@ -261,7 +261,11 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(backlog_waits,     HLOG_CTR_SUM, "tier_backlog_waits", "requests the device refused for now (throttle, queue depth) that waited in a backlog") \
 	X(queue_depth_sum,   HLOG_CTR_SUM, NULL, "requests in flight on the submitting queue after each submission (INFO tier_queue_depth_mean)") \
 	X(queue_depth_max,   HLOG_CTR_MAX, "tier_queue_depth_max", "the largest of those") \
-	X(io_buffer_bytes,   HLOG_CTR_SUM, NULL, "read buffers the sessions hold, pooled or in use (a gauge; INFO # Memory)")
+	X(io_buffer_bytes,   HLOG_CTR_SUM, NULL, "read buffers the sessions hold, pooled or in use (a gauge; INFO # Memory)") \
+	X(compact_read_bytes, HLOG_CTR_SUM, "compaction_read_bytes", "bytes of log compaction read from the device") \
+	X(compact_copied,    HLOG_CTR_SUM, "compaction_copied_records", "live records compaction copied to the tail") \
+	X(compact_copied_bytes, HLOG_CTR_SUM, "compaction_copied_bytes", "bytes of those copies") \
+	X(evicted_keys,      HLOG_CTR_SUM, NULL, "live keys dropped with their segment (cache mode; INFO evicted_keys)")
 
 /* One row of HLOG_COUNTERS for whoever lists them (INFO, later metrics): off is the field's offset
  * in hlog_info; hlog_counter_count rows, in table order. */
@@ -370,5 +374,57 @@ void hlog_recover_progress(hlog *l, uint64_t *done, uint64_t *total);
 /* Offline check of dir's checkpoints (spillway-check): every meta and index file, and with logdev
  * the segments each needs. Prints what it found to out; returns the number of problems. */
 int hlog_ckpt_check(const char *dir, struct dev *logdev, FILE *out);
+
+/* ---------------- compaction (log/compact.c) ----------------
+ *
+ * A pass scans the oldest part of the log [Begin, until) (from the device, or without one from the
+ * frames below SafeReadOnly), copies every record that is still the newest version of its key to
+ * the tail conditionally (a key written meanwhile keeps its newer value), removes expired ones
+ * (counted in expired_keys), and moves Begin past the part. The device's segments below Begin go
+ * once no checkpoint on disk needs them (hlog_reclaim, run by the pass). Only a prefix can go
+ * (compact.c note 1): the choice is how far it reaches, by the garbage counted per unit (a device
+ * segment, or a page without a device) as records are superseded, deleted and expire.
+ * s: a session of the calling thread that nothing else uses, attached with a device, unprotected
+ * (the pass protects it as it goes). Writers keep going; a pass never blocks them.
+ */
+enum {
+	HLOG_COMPACT_COPY = 0,            /* copy every live record */
+	HLOG_COMPACT_EVICT_ALL = 1,       /* cache mode: delete them instead (counted in evicted_keys) */
+	HLOG_COMPACT_EVICT_VOLATILE = 2,  /* delete those with an expiry, copy the others */
+};
+typedef struct hlog_compact_opts {
+	uint64_t until;           /* compact [Begin, until), clipped to what may be compacted now */
+	int mode;                 /* HLOG_COMPACT_* */
+	uint64_t io_limit;        /* bytes per second read plus copied (0 = no limit) */
+	const _Atomic int *stop;  /* when non-NULL and set, the pass ends early (Begin moves as far as
+	                           * it got) */
+} hlog_compact_opts;
+typedef struct hlog_compact_info {
+	uint64_t begin, end;      /* Begin before and after the pass */
+	uint64_t read_bytes;      /* log bytes read from the device */
+	uint64_t records;         /* records met */
+	uint64_t copied, copied_bytes, expired, evicted;
+	uint64_t removed_bytes;   /* device space given back (whole segments) */
+	uint64_t duration_us;
+	char why[160];            /* on failure */
+} hlog_compact_info;
+/* 0, or the first error (a relocation that failed: log memory full, a device read): Begin then
+ * stops at the first record not handled, nothing live is lost. */
+int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_compact_info *out);
+
+typedef struct hlog_space {
+	uint64_t unit_bytes;      /* a device segment, or a page without a device */
+	uint64_t begin, limit, tail;  /* the log [begin, tail); a pass may work on [begin, limit) */
+	uint64_t units;           /* units from Begin's to the tail's */
+	uint64_t garbage;         /* garbage bytes counted in them */
+} hlog_space;
+void hlog_space_get(hlog *l, hlog_space *out /* out */);
+/* The end of the prefix worth a pass: whole units from Begin's, at most max_units of them, with
+ * the highest garbage share (garbage / bytes, ties to the longer), if it is at least min_share;
+ * 0 when none is. */
+uint64_t hlog_compact_choose(hlog *l, double min_share, uint64_t max_units);
+/* Give back the device's segments below min(Begin, what the checkpoints on disk need); *removed:
+ * their bytes. 0 or -errno. s as for hlog_compact. */
+int hlog_reclaim(hlog *l, hlog_session *s, uint64_t *removed /* out */);
 
 #endif

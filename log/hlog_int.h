@@ -203,7 +203,36 @@ struct hlog {
 	uint64_t ckpt_from;                /* the last checkpoint's cut: the log below it is durable, so
 	                                      the next checkpoint writes from there (under ckpt_mu) */
 	_Atomic uint64_t rec_done, rec_total;      /* recovery's progress (hlog_recover_progress) */
+	_Atomic uint64_t ckpt_hold;        /* the lowest Begin a checkpoint on disk needs (or a running
+	                                      one cut at); UINT64_MAX with none: device space below it
+	                                      may go (compact.c note 5) */
+
+	/* Compaction (compact.c note 3): garbage bytes per unit (a device segment, or a page without
+	 * a device), a ring indexed by unit & (LOG_GARBAGE_SLOTS - 1). Statistics only: correctness
+	 * never depends on them. */
+	_Atomic int64_t *garbage;
+	uint32_t unit_bits;
+	pthread_mutex_t compact_one;       /* one compaction pass at a time */
+	_Atomic uint64_t reclaimed;        /* the device space below was given back (hlog_reclaim) */
 };
+
+#define LOG_GARBAGE_SLOTS 8192u
+
+static inline void log_garbage_add(hlog *l, uint64_t addr, int64_t bytes)
+{
+	atomic_fetch_add_explicit(&l->garbage[(addr >> l->unit_bits) & (LOG_GARBAGE_SLOTS - 1)], bytes,
+	                          memory_order_relaxed);
+}
+
+/* Compaction's conditional copy (ops.c): if the newest version of k is still the record at src,
+ * copy it to the tail (LOG_RELOCATE_COPY), or delete it (the EVICT kinds, and an expired one in
+ * any case): HLOG_OK. HLOG_NOTFOUND when there is nothing to do (a newer version, a tombstone),
+ * HLOG_PENDING (a device read or a frame wait for the session's op_ctx: run it again once ready),
+ * or an error. */
+enum { LOG_RELOCATE_COPY, LOG_RELOCATE_EVICT_ALL, LOG_RELOCATE_EVICT_VOLATILE };
+/* rec: the record as compaction read it from the device (or NULL): used as the fetched copy when
+ * the chain goes cold right at src, so that it is not read again. */
+int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec);
 
 /* Visit every record header in [max(BeginAddress, HeadAddress), TailAddress) in address order (the
  * part of the log in memory; a spanning record cut by Head is skipped). Only while no other thread

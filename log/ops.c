@@ -84,10 +84,13 @@ static void log_retry(hlog_session *s, unsigned *spins)
 }
 
 enum { ST_ABSENT, ST_TOMB, ST_EXPIRED, ST_LIVE };
-enum { OP_RMW, OP_UPSERT, OP_DELETE, OP_EXPIRE };
+enum { OP_RMW, OP_UPSERT, OP_DELETE, OP_EXPIRE, OP_RELOCATE };
 
 typedef struct log_op {
 	int kind;
+	int how;                     /* OP_RELOCATE: LOG_RELOCATE_* */
+	uint64_t src;                /* OP_RELOCATE: the record compaction found */
+	const log_rec *src_rec;      /* OP_RELOCATE: its bytes as compaction read them, or NULL */
 	const hlog_rmw_ops *ops;     /* OP_RMW */
 	void *ctx;
 	const void *val;             /* OP_UPSERT */
@@ -138,7 +141,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			if (SPW_LIKELY(!cold))
 				return HLOG_NOTFOUND;
 			/* On the device: the fetched copy is private and immutable, no lock (pending.c note 1). */
-			int rc = pend_cold(s, k, cold, true, &r, &info);
+			int rc = pend_cold(s, k, cold, true, &r, &info, NULL);
 			if (rc != PEND_FOUND)
 				return rc == PEND_ABSENT ? HLOG_NOTFOUND : rc;
 		} else {
@@ -188,7 +191,7 @@ int hlog_prefetch(hlog_session *s, const hlog_key *k)
 		return HLOG_OK;
 	if (log_chain_find(l, hidx_slot_addr(&slot), load_acq(&l->begin), k, &r, &info, &cold) || !cold)
 		return HLOG_OK;
-	int rc = pend_cold(s, k, cold, true, &r, &info);
+	int rc = pend_cold(s, k, cold, true, &r, &info, NULL);
 	return rc == PEND_FOUND || rc == PEND_ABSENT ? HLOG_OK : rc;
 }
 
@@ -228,6 +231,8 @@ static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool
 {
 	if (op->kind == OP_UPSERT)
 		memcpy(dst, op->val, op->len);
+	else if (op->kind == OP_RELOCATE)
+		memcpy(dst, old->ptr, old->len);
 	else
 		op->ops->fill(op->ctx, old, dst, in_place);
 }
@@ -272,7 +277,9 @@ typedef struct log_upd {
 	bool have_slot;
 	log_rec *r;                  /* the newest version R (in memory or the fetched copy), or NULL */
 	uint64_t info;               /* R's info word (with REC_LOCK_X while mut) */
-	uint64_t a;                  /* R's address, 0 when the key is absent */
+	uint64_t a;                  /* R's address, 0 when the key is absent (for a fetched copy: the
+	                              * cold address the chain walk reached, which the CAS expects) */
+	uint64_t found;              /* R's own address (the fetched record's, for a fetched copy) */
 	bool mut;                    /* R is mutable and we hold its exclusive lock */
 	int st;                      /* ST_*: R's state */
 	hlog_value old;              /* R's value when it is live */
@@ -303,23 +310,33 @@ static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op,
 	u->key = k;
 	u->info = 0;
 	u->a = 0;
+	u->found = 0;
 	u->mut = false;
 	u->have_slot = hidx_entry_find(l->idx, k->hash, &u->slot) == 0;
 	if (!u->have_slot && !writes)
 		return HLOG_NOTFOUND;
 	if (u->have_slot)
 		u->a = log_chain_find(l, hidx_slot_addr(&u->slot), load_acq(&l->begin), k, &u->r, &u->info, &cold);
-	if (!u->a && cold) {
+	if (!u->a && cold && op->src_rec && cold == op->src) {
+		/* Compaction read this very record: it is the fetched copy (compact.c note 2). */
+		u->r = (log_rec *)op->src_rec;
+		u->info = atomic_load_explicit(&u->r->info, memory_order_relaxed) & ~(REC_LOCK_X | REC_LOCK_S_MASK);
+		u->a = u->found = cold;
+		fetched = true;
+	} else if (!u->a && cold) {
 		/* The newest version is on the device: plan from the fetched copy (note 3). */
-		int rc = pend_cold(s, k, cold, !lazy, &u->r, &u->info);
+		uint64_t at = cold;
+		int rc = pend_cold(s, k, cold, !lazy, &u->r, &u->info, &at);
 		if (rc == PEND_FOUND) {
 			u->a = cold;
+			u->found = at;
 			fetched = true;
 		} else if (rc != PEND_ABSENT) {
 			return lazy ? HLOG_NOTFOUND : rc;
 		}
 	}
 	if (u->a && !fetched) {
+		u->found = u->a;
 		u->info = rec_wait_valid(u->r, u->info);
 		u->mut = u->a >= load_acq(&l->read_only);
 		if (!u->mut && u->a >= load_acq(&l->safe_ro))
@@ -328,6 +345,28 @@ static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op,
 			return UPD_RESTART;   /* sealed: a newer version is published */
 	}
 	return UPD_NEXT;
+}
+
+/* Compaction's conditional copy (compact.c note 2): only when the newest version of the key is
+ * still the record compaction read (op->src), immutable; a live one is copied to the tail as it is
+ * (or, evicting, deleted), an expired one removed. Anything else (a newer version, a tombstone)
+ * leaves nothing to do: HLOG_NOTFOUND. */
+static void log_relocate_plan(const log_op *op, log_upd *u)
+{
+	u->result = HLOG_NOTFOUND;
+	if (!u->a || u->found != op->src || u->mut)
+		return;
+	if (u->st == ST_EXPIRED) {
+		u->plan.action = HLOG_RMW_DELETE;
+		u->result = HLOG_OK;
+	} else if (u->st == ST_LIVE) {
+		bool evict = op->how == LOG_RELOCATE_EVICT_ALL ||
+		             (op->how == LOG_RELOCATE_EVICT_VOLATILE && u->old.expire_ms != HLOG_NO_EXPIRY);
+		u->plan.action = evict ? HLOG_RMW_DELETE : HLOG_RMW_WRITE;
+		u->plan.new_len = u->old.len;
+		u->plan.expire_ms = u->old.expire_ms;
+		u->result = HLOG_OK;
+	}
 }
 
 /* Classify R and decide what to write: u->st, u->old, u->plan, u->result and the new version's
@@ -367,6 +406,9 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 		u->plan.action = HLOG_RMW_DELETE;
 		u->result = u->st == ST_LIVE ? HLOG_OK : HLOG_NOTFOUND;
 		break;
+	case OP_RELOCATE:
+		log_relocate_plan(op, u);
+		break;
 	default: /* OP_EXPIRE */
 		u->result = HLOG_NOTFOUND;
 		break;
@@ -397,6 +439,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
+		log_garbage_add(s->l, u->a, rec_size(r, info));
 		log_count(s, u->a, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
@@ -408,6 +451,8 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (u->new_exp == cur_exp && u->size == rec_size(r, info)) {
 		/* In place. A tombstoned or expired R is revived: fill writes it whole. */
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
+		if (u->st == ST_TOMB)
+			log_garbage_add(s->l, u->a, -(int64_t)u->size);
 		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
@@ -421,6 +466,27 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		return u->result;
 	}
 	return UPD_NEXT;
+}
+
+/* What a published new version made garbage (compact.c note 3): R, when it was a live or expired
+ * value (a tombstone was counted when it was written), and the new version itself when it is a
+ * tombstone; and the counters of the kind of change. */
+static void log_update_garbage(hlog_session *s, const log_op *op, const log_upd *u, uint64_t na)
+{
+	if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
+		log_garbage_add(s->l, u->found, (int64_t)rec_size(u->r, u->info));
+	if (!u->wr)
+		log_garbage_add(s->l, na, (int64_t)u->size);
+	if (op->kind == OP_RELOCATE) {
+		if (u->wr) {
+			ctr_add(&s->compact_copied, 1);
+			ctr_add(&s->compact_copied_bytes, u->size);
+		} else if (u->st == ST_LIVE) {
+			ctr_add(&s->evicted_keys, 1);
+		}
+		return;
+	}
+	ctr_add(u->a ? &s->rcu_updates : &s->appends, 1);
 }
 
 /* A new version at the tail: RCU from R, a tombstone, or the first version of the key (notes 1 and
@@ -486,7 +552,7 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
 	if ((uint64_t)na >= load_acq(&l->begin))
 		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
-	ctr_add(u->a ? &s->rcu_updates : &s->appends, 1);
+	log_update_garbage(s, op, u, (uint64_t)na);
 	return u->result;
 }
 
@@ -546,6 +612,12 @@ int hlog_delete(hlog_session *s, const hlog_key *k)
 int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx)
 {
 	log_op op = { .kind = OP_RMW, .ops = ops, .ctx = ctx };
+	return log_update(s, k, &op);
+}
+
+int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec)
+{
+	log_op op = { .kind = OP_RELOCATE, .how = how, .src = src, .src_rec = rec };
 	return log_update(s, k, &op);
 }
 

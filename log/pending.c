@@ -387,8 +387,13 @@ static void pend_fetch_finish(hlog_session *s, pend_fetch *f, int state, int err
 static void pend_fetch_step(hlog_session *s, pend_fetch *f)
 {
 	hlog *l = s->l;
-	if (f->part_err) {
-		pend_fetch_finish(s, f, FETCH_FAILED, f->part_err);
+	if (f->part_err || f->addr < load_acq(&l->begin)) {
+		/* A record Begin passed while it was read (compaction or FLUSHALL moved Begin; its
+		 * segment may be gone, compact.c note 5) is nobody's: the key has no older version. */
+		if (f->addr < load_acq(&l->begin))
+			pend_fetch_finish(s, f, FETCH_ABSENT, 0);
+		else
+			pend_fetch_finish(s, f, FETCH_FAILED, f->part_err);
 		return;
 	}
 	uint64_t off = f->addr - f->base;
@@ -444,7 +449,8 @@ static void pend_fetch_step(hlog_session *s, pend_fetch *f)
  * released), PEND_ABSENT, HLOG_PENDING (a read is queued or in flight for this op; with !queue:
  * nothing cached, nothing queued), or a negative error (the read failed; -ENOTCONN: no queue).
  */
-int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log_rec **r, uint64_t *info)
+int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log_rec **r, uint64_t *info,
+              uint64_t *at)
 {
 	hlog *l = s->l;
 	if (addr < load_acq(&l->begin) || !l->dev)
@@ -468,6 +474,8 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 				*r = (log_rec *)(f->buf + (f->addr - f->base));
 				*info = atomic_load_explicit(&(*r)->info, memory_order_relaxed) &
 				        ~(REC_LOCK_X | REC_LOCK_S_MASK);
+				if (at)
+					*at = f->addr;
 				return PEND_FOUND;
 			}
 		}

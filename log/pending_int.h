@@ -35,9 +35,10 @@ struct pend_fetch {
 };
 
 /* The cold branch of a chain walk (pending.c note 1): PEND_FOUND with *r and *info (a private copy,
- * valid until op_ctx is released), PEND_ABSENT, HLOG_PENDING, or a negative error. */
+ * valid until op_ctx is released) and, when at is not NULL, the record's address in *at;
+ * PEND_ABSENT, HLOG_PENDING, or a negative error. */
 int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log_rec **r /* out */,
-              uint64_t *info /* out */);
+              uint64_t *info /* out */, uint64_t *at /* out */);
 /* An update found no frame: register the op for a wake-up. HLOG_PENDING, 0 (room now: retry), or
  * an error (pending.c note 2). */
 int pend_wait(hlog_session *s, uint64_t need);

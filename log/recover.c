@@ -353,6 +353,16 @@ int hlog_recover(hlog *l, hlog_session *s, const char *dir, dev *logdev, int whi
 	}
 	if (which > 0)
 		ckpt_dir_sync(dir);
+	/* The log the checkpoints left on disk need stays (compact.c note 5): the loaded one's and the
+	 * one before it, which --recover-checkpoint previous may still load. */
+	uint64_t hold = m.begin;
+	for (int i = which + 1; i < n && i < which + CKPT_KEEP; i++) {
+		ckpt_meta pm;
+		char pwhy[256];
+		if (ckpt_meta_read(dir, ids[i], &pm, pwhy, sizeof(pwhy)) == 0)
+			hold = SPW_MIN(hold, pm.begin);
+	}
+	atomic_store(&l->ckpt_hold, hold);
 	out->id = m.id;
 	out->begin = m.begin;
 	out->cut = m.cut;

@@ -70,6 +70,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	pthread_mutex_init(&l->sig_mu, NULL);
 	pthread_mutex_init(&l->ckpt_mu, NULL);
 	pthread_mutex_init(&l->ckpt_one, NULL);
+	pthread_mutex_init(&l->compact_one, NULL);
+	atomic_store(&l->ckpt_hold, UINT64_MAX);
 	atomic_store(&l->redo_seq, 1);
 	atomic_store(&l->cut_word, REC_PREV_MASK);   /* no cut yet: nothing is above it */
 
@@ -103,6 +105,10 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		l->read_merge = !cfg->no_read_merge;
 	}
 
+	l->unit_bits = l->dev ? l->dev->segment_shift : l->page_bits;
+	rc = -ENOMEM;
+	if (!(l->garbage = calloc(LOG_GARBAGE_SLOTS, sizeof(*l->garbage))))
+		goto fail;
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
 		goto fail;
 	hidx_stats st;
@@ -144,6 +150,8 @@ void hlog_close(hlog *l)
 	pthread_mutex_destroy(&l->sig_mu);
 	pthread_mutex_destroy(&l->ckpt_mu);
 	pthread_mutex_destroy(&l->ckpt_one);
+	pthread_mutex_destroy(&l->compact_one);
+	free(l->garbage);
 	free(l);
 }
 

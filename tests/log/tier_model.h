@@ -101,6 +101,7 @@ typedef struct top {
 	int i, j;                    /* key(s): j is the second key of T_PREFETCH2 */
 	const uint8_t *val;          /* T_UPSERT: the bytes to write (owned by the caller) */
 	size_t len;
+	int64_t expire_ms;           /* T_UPSERT: an absolute expiry, 0 for none */
 	uint64_t delta;              /* T_INCR */
 	uint8_t suffix[16];          /* T_APPEND */
 	size_t slen;
@@ -187,7 +188,7 @@ static int top_run(tsess *ts, top *o)
 	o->runs++;
 	switch (o->kind) {
 	case T_UPSERT:
-		return hlog_upsert(ts->s, &t.k, o->val, o->len, HLOG_NO_EXPIRY);
+		return hlog_upsert(ts->s, &t.k, o->val, o->len, o->expire_ms ? o->expire_ms : HLOG_NO_EXPIRY);
 	case T_READ:
 		o->matched = false;
 		o->reads_seen = 0;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #include "tier_model.h"
 
@@ -567,7 +568,10 @@ static void test_tier_spanning_records_back_to_back_evict_each_other(void **stat
 	assert_int_equal(hlog_key_count(f->env.l), (uint64_t)N);
 }
 
+#include "compact_suite.h"
+
 #define TIER_TESTS \
+	COMPACT_TESTS, \
 	TIER_TEST(test_tier_store_larger_than_memory_matches_a_model), \
 	TIER_TEST_SHAPED(test_tier_keys_sharing_a_tag_are_told_apart_by_chain_walks_on_the_device, tier_small_index), \
 	TIER_TEST(test_tier_ready_callback_runs_exactly_once_per_pending_op), \

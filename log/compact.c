@@ -1,0 +1,497 @@
+/*
+ * compact.c - compaction: the state machine of one pass over the oldest part of the log (choose
+ * how far, scan, relocate the live records, move Begin, give the device space back), and the
+ * garbage statistics it chooses by. The conditional copy itself is an update of ops.c
+ * (log_relocate); Begin's move is alloc.c's (alloc_begin_raise).
+ *
+ * NOTES ON THE DESIGN OF COMPACTION (FASTER's log compaction by conditional copy to the tail)
+ *
+ *  1. Only a prefix goes. A record is reached from the index through a chain of older records
+ *     (tag collisions share chains), so a segment in the middle of the log cannot go while an
+ *     older segment stays: a chain walk that crossed it would lose the records below. What goes is
+ *     always [Begin, until): every walk stops at Begin. The choice is therefore how far the prefix
+ *     reaches, by garbage (note 3): the prefix of whole units with the highest garbage share, not
+ *     below a minimum share, so that a mostly-live prefix is not rewritten again and again.
+ *
+ *  2. A pass. The records of [Begin, until) are read in address order (from the device a page at
+ *     a time, with a device; from the frames without one, where until stays below SafeReadOnly).
+ *     For each valid, unsealed value record at src, log_relocate(key, src) runs the update path:
+ *     if the newest version of the key is still src, it is copied to the tail (a CAS on the index
+ *     entry the lookup started from, so a write that came in meanwhile wins and the copy is
+ *     dropped), or removed when it has expired (a tombstone, counted as an expiry) or when the
+ *     pass evicts (cache mode). The copy is the record's own bytes: with a device the lookup takes
+ *     the page compaction read as the fetched record when the chain goes cold right at src, so a
+ *     live record is read once. A relocation that must wait (a newer record on the device to read
+ *     first, no frame) is parked and run again once its read is done; at most CMP_PARK are parked.
+ *     Tombstones and superseded records are simply not copied: every older version of their key
+ *     lies below them, so in the prefix too.
+ *
+ *  3. Garbage. Each unit (a device segment; a page without a device) counts the bytes that became
+ *     garbage in it: a live or expired version superseded or deleted (ops.c, when the new version
+ *     is published), a tombstone when written. A ring of LOG_GARBAGE_SLOTS counters; Begin's move
+ *     zeroes the units below it. Statistics only: nothing depends on them being exact (an
+ *     in-place update makes no garbage; a failed CAS's record is not counted).
+ *
+ *  4. Begin moves to the first record not handled: until (or past a record that spans it), or
+ *     the first record whose relocation failed (log memory full, a device error), so that nothing
+ *     live is ever left below Begin. The move holds ckpt_mu, as FLUSHALL does (alloc.c note 9):
+ *     without a device it releases frames a checkpoint's write-out reads. Relocations hold it
+ *     too, a page's worth at a time: a copy that raced a FLUSHALL could otherwise bring back a key
+ *     the flush removed. The lock is taken only while the session is unprotected (a checkpoint
+ *     holds it while it waits for every session's epoch).
+ *
+ *  5. The device space below Begin goes (hlog_reclaim) once no checkpoint on disk needs it:
+ *     ckpt_hold is the lowest Begin of the checkpoints kept (ckpt.c retire, recover.c) or of one
+ *     running (lowered at its cut). Segments below min(Begin, hold) are removed after one epoch:
+ *     every operation that saw the old Begin has finished; a device read still in flight there
+ *     completes on the segment's open file and its result is dropped (pending.c checks Begin).
+ *
+ *  6. The IO budget (io_limit bytes per second): bytes read and bytes copied are charged; a pass
+ *     ahead of its budget sleeps, unprotected and without ckpt_mu, so foreground reads keep the
+ *     device.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "log/alloc_int.h"
+#include "log/ckpt_int.h"
+#include "log/hlog_int.h"
+
+#define CMP_PARK 64                  /* relocations waiting for a device read at once */
+
+typedef struct cmp_park {
+	bool used;
+	uint64_t src;
+	uint8_t *key;
+	uint32_t klen, kcap;
+} cmp_park;
+
+typedef struct cmp_run {
+	hlog *l;
+	hlog_session *s;
+	const hlog_compact_opts *o;
+	hlog_compact_info *out;
+	int how;                         /* LOG_RELOCATE_* */
+	dev_queue *q;                    /* page reads (with a device) */
+	uint8_t *page;                   /* the page read from the device */
+	uint64_t page_no;                /* which one, or UINT64_MAX */
+	uint8_t *big;                    /* a spanning record, read whole */
+	uint64_t big_cap;
+	cmp_park park[CMP_PARK];
+	int nparked;
+	uint64_t floor;                  /* the lowest src whose relocation failed (UINT64_MAX: none) */
+	int err;                         /* the first failure */
+	uint64_t t0_ns;
+	uint64_t copied0;                /* the session's copied bytes at the start (the IO budget) */
+	uint64_t n0[3];                  /* the session's copied, evicted and expired counts at the start */
+	bool locked;                     /* ckpt_mu held */
+} cmp_run;
+
+/* ---------------- statistics (note 3) ---------------- */
+
+static uint64_t cmp_unit_garbage(hlog *l, uint64_t u)
+{
+	int64_t g = atomic_load_explicit(&l->garbage[u & (LOG_GARBAGE_SLOTS - 1)], memory_order_relaxed);
+	return g > 0 ? (uint64_t)g : 0;
+}
+
+/* Where compaction may go up to (note 2): with a device, the written part below Head; without,
+ * the immutable pages below SafeReadOnly. */
+static uint64_t cmp_limit(hlog *l)
+{
+	uint64_t lim = l->dev ? SPW_MIN(load_acq(&l->head), load_acq(&l->flushed_until)) : load_acq(&l->safe_ro);
+	return lim & ~(l->page_bytes - 1);
+}
+
+void hlog_space_get(hlog *l, hlog_space *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->unit_bytes = 1ULL << l->unit_bits;
+	out->begin = load_acq(&l->begin);
+	out->limit = SPW_MAX(cmp_limit(l), out->begin);
+	out->tail = tail_address(l, load_acq(&l->tail));
+	uint64_t u0 = out->begin >> l->unit_bits, u1 = out->tail >> l->unit_bits;
+	out->units = u1 - u0 + 1;
+	for (uint64_t u = u0; u <= u1 && u - u0 < LOG_GARBAGE_SLOTS; u++)
+		out->garbage += cmp_unit_garbage(l, u);
+}
+
+uint64_t hlog_compact_choose(hlog *l, double min_share, uint64_t max_units)
+{
+	uint64_t begin = load_acq(&l->begin), limit = cmp_limit(l);
+	uint64_t ub = l->unit_bits, u0 = begin >> ub, best = 0;
+	double best_share = 0;
+	uint64_t g = 0;
+	for (uint64_t u = u0; ((u + 1) << ub) <= limit && u - u0 < SPW_MIN(max_units, LOG_GARBAGE_SLOTS); u++) {
+		g += cmp_unit_garbage(l, u);
+		uint64_t end = (u + 1) << ub;
+		double share = (double)g / (double)(end - begin);
+		if (share > 1)
+			share = 1;
+		if (share >= best_share && share >= min_share) {
+			best_share = share;
+			best = end;
+		}
+	}
+	return best;
+}
+
+/* ---------------- the IO budget and the lock (notes 4 and 6) ---------------- */
+
+static void cmp_lock(cmp_run *c)
+{
+	if (!c->locked) {
+		pthread_mutex_lock(&c->l->ckpt_mu);
+		c->locked = true;
+		hlog_session_protect(c->s);
+	}
+}
+
+static void cmp_unlock(cmp_run *c)
+{
+	if (c->locked) {
+		hlog_session_unprotect(c->s);
+		pthread_mutex_unlock(&c->l->ckpt_mu);
+		c->locked = false;
+	}
+}
+
+static uint64_t cmp_copied_bytes(hlog_session *s)
+{
+	return atomic_load_explicit(&s->compact_copied_bytes, memory_order_relaxed);
+}
+
+static void cmp_budget(cmp_run *c)
+{
+	uint64_t lim = c->o->io_limit;
+	if (!lim)
+		return;
+	uint64_t used = c->out->read_bytes + (cmp_copied_bytes(c->s) - c->copied0);
+	double elapsed = (double)(spw_mono_ns() - c->t0_ns) / 1e9;
+	double ahead = (double)used / (double)lim - elapsed;
+	if (ahead <= 0)
+		return;
+	bool relock = c->locked;
+	cmp_unlock(c);
+	struct timespec ts = { (time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9) };
+	nanosleep(&ts, NULL);
+	if (relock)
+		cmp_lock(c);
+}
+
+/* ---------------- relocations (note 2) ---------------- */
+
+static void cmp_fail(cmp_run *c, uint64_t src, int rc)
+{
+	if (src < c->floor)
+		c->floor = src;
+	if (!c->err)
+		c->err = rc;
+}
+
+/* One run of a relocation for park slot p (its op_ctx): true when it is done (or failed). */
+static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, const log_rec *rec)
+{
+	hlog_key k;
+	hlog_key_init(&k, key, klen);
+	hlog_session_set_op(c->s, p);
+	int rc = log_relocate(c->s, &k, p->src, c->how, rec);
+	if (rc == HLOG_PENDING)
+		return false;
+	hlog_session_release(c->s, p);
+	if (rc < 0)
+		cmp_fail(c, p->src, rc);
+	return true;
+}
+
+/* Run the parked relocations again until at most `keep` are left (note 2). */
+static void cmp_drain(cmp_run *c, int keep)
+{
+	if (c->nparked > keep)
+		cmp_lock(c);
+	while (c->nparked > keep) {
+		hlog_session_poll(c->s);
+		int before = c->nparked;
+		for (int i = 0; i < CMP_PARK; i++) {
+			cmp_park *p = &c->park[i];
+			if (p->used && cmp_try(c, p, p->key, p->klen, NULL)) {
+				p->used = false;
+				c->nparked--;
+			}
+		}
+		if (c->nparked == before && c->nparked > keep) {
+			/* Nothing moved: wait for a completion (the session's fd), holding nothing. */
+			bool relock = c->locked;
+			cmp_unlock(c);
+			int fd = hlog_session_fd(c->s);
+			if (fd >= 0) {
+				struct pollfd pfd = { .fd = fd, .events = POLLIN };
+				uint64_t v;
+				if (poll(&pfd, 1, 1) > 0 && read(fd, &v, sizeof(v)) < 0)
+					(void)0;
+			} else {
+				usleep(100);
+			}
+			if (relock)
+				cmp_lock(c);
+		}
+	}
+}
+
+/* Relocate the record at src (key, and with a device the record's bytes as read). */
+static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t klen, const log_rec *rec)
+{
+	if (c->nparked == CMP_PARK)
+		cmp_drain(c, CMP_PARK - 1);
+	cmp_park *p = NULL;
+	for (int i = 0; i < CMP_PARK && !p; i++)
+		if (!c->park[i].used)
+			p = &c->park[i];
+	p->src = src;
+	if (cmp_try(c, p, key, klen, rec))
+		return;
+	if (p->kcap < klen) {
+		uint8_t *nk = realloc(p->key, klen);
+		if (!nk) {
+			hlog_session_release(c->s, p);
+			cmp_fail(c, src, -ENOMEM);
+			return;
+		}
+		p->key = nk;
+		p->kcap = klen;
+	}
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	p->used = true;
+	c->nparked++;
+}
+
+/* ---------------- the scan (note 2) ---------------- */
+
+/* Page p's bytes: in memory (no device), or read into c->page. NULL with c->err set. */
+static const uint8_t *cmp_page(cmp_run *c, uint64_t p)
+{
+	hlog *l = c->l;
+	if (!l->dev)
+		return (const uint8_t *)hlog_rec_at(l, p << l->page_bits);
+	if (c->page_no != p) {
+		bool relock = c->locked;
+		cmp_unlock(c);
+		cmp_budget(c);
+		int rc = ckpt_dev_io(c->q, false, p << l->page_bits, c->page, l->page_bytes);
+		if (relock)
+			cmp_lock(c);
+		if (rc < 0) {
+			cmp_fail(c, p << l->page_bits, rc);
+			snprintf(c->out->why, sizeof(c->out->why), "reading the log at %" PRIu64 " failed: %s",
+			         p << l->page_bits, spw_strerror(rc));
+			return NULL;
+		}
+		c->page_no = p;
+		c->out->read_bytes += l->page_bytes;
+		ctr_add(&c->s->compact_read_bytes, l->page_bytes);
+	}
+	return c->page;
+}
+
+/* A record that spans pages, whole (it starts page p; size bytes), read from the device. */
+static const log_rec *cmp_big(cmp_run *c, uint64_t a, uint64_t size)
+{
+	hlog *l = c->l;
+	uint64_t len = SPW_ALIGN_UP(size, (uint64_t)l->sector);
+	if (len > c->big_cap) {
+		free(c->big);
+		c->big_cap = SPW_ALIGN_UP(len, 4096);
+		if (!(c->big = aligned_alloc(SPW_MAX(l->dev->mem_align, 4096u), c->big_cap))) {
+			c->big_cap = 0;
+			cmp_fail(c, a, -ENOMEM);
+			return NULL;
+		}
+	}
+	bool relock = c->locked;
+	cmp_unlock(c);
+	int rc = ckpt_dev_io(c->q, false, a, c->big, len);
+	if (relock)
+		cmp_lock(c);
+	if (rc < 0) {
+		cmp_fail(c, a, rc);
+		return NULL;
+	}
+	c->out->read_bytes += len;
+	ctr_add(&c->s->compact_read_bytes, len);
+	return (const log_rec *)c->big;
+}
+
+/* Walk [from, until) and relocate every value record that may be live. Returns where it stopped:
+ * until or past (a spanning record), or earlier on a failure or a stop. */
+static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
+{
+	hlog *l = c->l;
+	uint64_t a = from, pb = l->page_bytes, cur_page = UINT64_MAX;
+	while (a < until && !c->err) {
+		uint64_t p = a >> l->page_bits, off = a & (pb - 1);
+		if (p != cur_page) {
+			/* A page at a time under the lock (note 4), then a look at the budget and stop. */
+			cmp_unlock(c);
+			if (c->o->stop && atomic_load(c->o->stop))
+				break;
+			cmp_budget(c);
+			cmp_lock(c);
+			/* The copies turn pages, whose writes this session claims: they go out with its polls. */
+			hlog_session_poll(c->s);
+			cur_page = p;
+		}
+		if (off + REC_HDR_BYTES > pb) {
+			a = (p + 1) << l->page_bits;
+			continue;
+		}
+		const uint8_t *page = cmp_page(c, p);
+		if (!page)
+			break;
+		const log_rec *r = (const log_rec *)(page + off);
+		uint64_t info = atomic_load_explicit(&((log_rec *)r)->info, memory_order_acquire);
+		if (info == 0) {
+			a = (p + 1) << l->page_bits;   /* the rest of the page is empty */
+			continue;
+		}
+		uint64_t size = rec_size(r, info);
+		bool spans = size > pb - off;
+		if (size < REC_HDR_BYTES || (spans && off != 0) || size > l->max_rec) {
+			cmp_fail(c, a, SPW_E_CORRUPT);
+			snprintf(c->out->why, sizeof(c->out->why), "the log is corrupt at address %" PRIu64, a);
+			break;
+		}
+		c->out->records++;
+		if ((info & REC_VALID) && !(info & (REC_SEALED | REC_TOMBSTONE))) {
+			const log_rec *rec = r;
+			if (spans && l->dev && !(rec = cmp_big(c, a, size)))
+				break;
+			uint64_t rinfo = atomic_load_explicit(&((log_rec *)rec)->info, memory_order_relaxed);
+			cmp_relocate(c, a, rec_key(rec, rinfo), rec->key_len, l->dev ? rec : NULL);
+		}
+		a += size;
+	}
+	cmp_drain(c, 0);
+	cmp_unlock(c);
+	return a;
+}
+
+/* ---------------- a pass ---------------- */
+
+static void cmp_free(cmp_run *c)
+{
+	if (c->q)
+		dev_queue_close(c->q);
+	free(c->page);
+	free(c->big);
+	for (int i = 0; i < CMP_PARK; i++)
+		free(c->park[i].key);
+}
+
+/* The pass's buffers and device queue (with a device). 0 or -errno with why. */
+static int cmp_open(cmp_run *c)
+{
+	hlog *l = c->l;
+	if (!l->dev)
+		return 0;
+	if (!(c->page = aligned_alloc(SPW_MAX(l->dev->mem_align, 4096u), l->page_bytes))) {
+		snprintf(c->out->why, sizeof(c->out->why), "no memory for a page buffer");
+		return -ENOMEM;
+	}
+	int rc = dev_queue_open(l->dev, &c->q);
+	if (rc < 0)
+		snprintf(c->out->why, sizeof(c->out->why), "cannot open a device queue: %s", spw_strerror(rc));
+	return rc;
+}
+
+/* Before the pass returns: the page writes its copies' page turns claimed went out and completed
+ * (nobody else reaps them, and other sessions' writes may wait for those frames). */
+static void cmp_settle(cmp_run *c)
+{
+	hlog_session_protect(c->s);
+	while (hlog_session_inflight(c->s) > 0 || hlog_session_unsubmitted(c->s)) {
+		hlog_session_poll(c->s);
+		if (hlog_session_inflight(c->s) > 0) {
+			hlog_session_unprotect(c->s);
+			usleep(100);
+			hlog_session_protect(c->s);
+		}
+	}
+	hlog_session_unprotect(c->s);
+}
+
+/* Move Begin to end (note 4). */
+static void cmp_begin_move(cmp_run *c, uint64_t end)
+{
+	pthread_mutex_lock(&c->l->ckpt_mu);
+	hlog_session_protect(c->s);
+	uint64_t head = alloc_begin_raise(c->s, end);
+	pthread_mutex_unlock(&c->l->ckpt_mu);
+	if (head)
+		alloc_truncate_release(c->s, head);
+	hlog_session_unprotect(c->s);
+}
+
+int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_compact_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	cmp_run c = { .l = l, .s = s, .o = o, .out = out, .page_no = UINT64_MAX, .floor = UINT64_MAX,
+	              .t0_ns = spw_mono_ns(), .copied0 = cmp_copied_bytes(s) };
+	c.how = o->mode == HLOG_COMPACT_EVICT_ALL ? LOG_RELOCATE_EVICT_ALL
+	      : o->mode == HLOG_COMPACT_EVICT_VOLATILE ? LOG_RELOCATE_EVICT_VOLATILE : LOG_RELOCATE_COPY;
+	c.n0[0] = atomic_load(&s->compact_copied);
+	c.n0[1] = atomic_load(&s->evicted_keys);
+	c.n0[2] = atomic_load(&s->expired_keys);
+	pthread_mutex_lock(&l->compact_one);
+	uint64_t begin = load_acq(&l->begin);
+	out->begin = out->end = begin;
+	int rc = cmp_open(&c);
+	if (rc == 0 && SPW_MIN(o->until, cmp_limit(l)) > begin) {
+		uint64_t end = SPW_MIN(cmp_scan(&c, begin, SPW_MIN(o->until, cmp_limit(l))), c.floor);
+		if (end > begin)
+			cmp_begin_move(&c, end);
+		out->end = SPW_MAX(load_acq(&l->begin), begin);
+		rc = c.err;
+		if (rc && !out->why[0])
+			snprintf(out->why, sizeof(out->why), "a relocation failed at %" PRIu64 ": %s", c.floor,
+			         spw_strerror(rc));
+		int e = end > begin ? hlog_reclaim(l, s, &out->removed_bytes) : 0;
+		if (e < 0 && !rc) {
+			rc = e;
+			snprintf(out->why, sizeof(out->why), "removing segments failed: %s", spw_strerror(e));
+		}
+	}
+	cmp_settle(&c);
+	cmp_free(&c);
+	pthread_mutex_unlock(&l->compact_one);
+	out->copied = atomic_load(&s->compact_copied) - c.n0[0];
+	out->evicted = atomic_load(&s->evicted_keys) - c.n0[1];
+	out->expired = atomic_load(&s->expired_keys) - c.n0[2];
+	out->copied_bytes = cmp_copied_bytes(s) - c.copied0;
+	out->duration_us = (spw_mono_ns() - c.t0_ns) / 1000;
+	return rc;
+}
+
+int hlog_reclaim(hlog *l, hlog_session *s, uint64_t *removed)
+{
+	*removed = 0;
+	if (!l->dev)
+		return 0;
+	uint64_t seg = l->dev->segment_bytes;
+	uint64_t to = SPW_MIN(load_acq(&l->begin), atomic_load(&l->ckpt_hold)) & ~(seg - 1);
+	uint64_t from = atomic_load(&l->reclaimed);
+	if (to <= from)
+		return 0;
+	ckpt_epoch_barrier(s);   /* note 5 */
+	int rc = dev_truncate_until(l->dev, to);
+	if (rc == 0 && marker_advance(&l->reclaimed, to))
+		*removed = to - from;
+	return rc;
+}

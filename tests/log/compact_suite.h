@@ -1,0 +1,244 @@
+/*
+ * compact_suite.h - compaction's tests on a storage tier (log/compact.c), included by tier_suite.h
+ * so that they run on every device backend it runs on. Each proves from the counters that the path
+ * it is named after ran (records copied, keys evicted, segments removed), and checks every key
+ * against a model: no key lost, none resurrected, every live key with its newest value.
+ */
+#ifndef SPW_TEST_COMPACT_SUITE_H
+#define SPW_TEST_COMPACT_SUITE_H
+
+/* The segment files of the store's device that exist now (the file backends), or -1. */
+static int cmp_segment_files(tier *f)
+{
+	if (!f->env.dir[0])
+		return -1;
+	char path[256];
+	snprintf(path, sizeof(path), "%s", f->env.dir);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += strncmp(e->d_name, "hlog.", 5) == 0;
+	closedir(d);
+	return n;
+}
+
+/* Compaction runs its own op_ctx values on its session: a ready callback that ignores them. */
+static void cmp_ready_noop(void *arg, void *op) { (void)arg; (void)op; }
+
+/* Passes over everything compactable until Begin stops moving, on a session of their own; the
+ * infos summed. */
+static hlog_compact_info cmp_all(tier *f, int mode)
+{
+	int fd;
+	hlog_session *s = store_session_open(f->env.l, cmp_ready_noop, NULL, 1000000, &fd);
+	hlog_compact_info sum = { 0 };
+	for (int pass = 0; pass < 64; pass++) {
+		hlog_compact_opts o = { .until = UINT64_MAX, .mode = mode };
+		hlog_compact_info ci;
+		assert_int_equal(hlog_compact(f->env.l, s, &o, &ci), 0);
+		if (pass == 0)
+			sum.begin = ci.begin;
+		sum.end = ci.end;
+		sum.copied += ci.copied;
+		sum.evicted += ci.evicted;
+		sum.expired += ci.expired;
+		sum.removed_bytes += ci.removed_bytes;
+		sum.read_bytes += ci.read_bytes;
+		if (ci.end == ci.begin)
+			break;
+	}
+	hlog_session_close(s);
+	return sum;
+}
+
+/* 3000 keys overwritten 5 times spill far past memory; compaction copies the live records of the
+ * oldest part, Begin moves, the old segments go, and every key still has its newest value (read
+ * back from the device where compaction put it, and over SCAN); the count stays exact. */
+static void test_tier_compaction_copies_the_live_records_and_gives_the_segments_back(void **state)
+{
+	tier *f = *state;
+	enum { N = 3000 };
+	tier_load(f, N, "cp");
+	for (int v = 2; v <= 5; v++)
+		tier_phase(&f->ts, &f->m, 0, N, 1, prep_upsert, check_upsert, &v);
+	tier_phase(&f->ts, &f->m, 0, N, 7, prep_delete, check_delete, NULL);
+	hlog_space sp;
+	hlog_space_get(f->env.l, &sp);
+	assert_true(sp.garbage > 0);
+	assert_true(hlog_compact_choose(f->env.l, 0.2, UINT64_MAX) > sp.begin);
+	int files0 = cmp_segment_files(f);
+	hlog_compact_info ci = cmp_all(f, HLOG_COMPACT_COPY);
+	assert_true(ci.end > ci.begin);
+	assert_true(ci.copied > 0);
+	assert_true(ci.read_bytes > 0);
+	assert_true(ci.removed_bytes > 0);
+	if (files0 > 0)
+		assert_true(cmp_segment_files(f) < files0);
+	hlog_info i = info_of(f->env.l);
+	assert_true(i.begin == ci.end);
+	assert_int_equal(i.compact_copied, ci.copied);
+	assert_int_equal(hlog_key_count(f->env.l), model_live(&f->m));
+	model_read_all(&f->ts, &f->m);
+	model_scan_check(&f->ts, &f->m, 0);
+	/* And the store goes on: more writes, another round. */
+	int v6 = 6;
+	tier_phase(&f->ts, &f->m, 0, N, 2, prep_upsert, check_upsert, &v6);
+	cmp_all(f, HLOG_COMPACT_COPY);
+	model_read_all(&f->ts, &f->m);
+	assert_int_equal(hlog_key_count(f->env.l), model_live(&f->m));
+	assert_int_equal(info_of(f->env.l).pending_errors, 0);
+}
+
+/* Upserts whose expiry has passed: the key is gone at once (model: not alive). */
+static void prep_upsert_expired(top *o, model *m, int i, void *arg)
+{
+	prep_upsert(o, m, i, arg);
+	o->expire_ms = 1;
+}
+
+static void check_upsert_expired(top *o, model *m, void *arg)
+{
+	check_upsert(o, m, arg);
+	m->keys[o->i].alive = false;
+}
+
+/* Writers (their own sessions and keys) overwrite, delete and write expired values while a
+ * compaction thread runs pass after pass over the same keys; afterwards every key is as the
+ * writers left it: no key lost, none resurrected. */
+typedef struct cr_arg {
+	hlog *l;
+	model m;
+	int rounds;
+} cr_arg;
+
+static void *cr_writer(void *p)
+{
+	cr_arg *a = p;
+	tsess ts;
+	tsess_open(&ts, a->l);
+	model_load(&ts, &a->m, 1);
+	for (int r = 0; r < a->rounds; r++) {
+		int v = 2 + r;
+		tier_phase(&ts, &a->m, r % 3, a->m.n, 2, prep_upsert, check_upsert, &v);
+		tier_phase(&ts, &a->m, (r + 1) % 5, a->m.n, 5, prep_delete, check_delete, NULL);
+		tier_phase(&ts, &a->m, (r + 2) % 7, a->m.n, 7, prep_upsert_expired, check_upsert_expired, &v);
+	}
+	tsess_close(&ts);
+	return NULL;
+}
+
+typedef struct cr_comp {
+	hlog *l;
+	_Atomic int stop;
+	int passes, moved, errors;
+	uint64_t copied, expired;
+} cr_comp;
+
+
+static void *cr_compactor(void *p)
+{
+	cr_comp *c = p;
+	tsess ts = { .l = c->l };
+	ts.s = store_session_open(c->l, cmp_ready_noop, NULL, 1000000, &ts.fd);
+	while (!atomic_load(&c->stop)) {
+		/* Everything there is to compact, as often as possible: the most races. */
+		hlog_compact_opts o = { .until = UINT64_MAX, .mode = HLOG_COMPACT_COPY };
+		hlog_compact_info ci;
+		int rc = hlog_compact(c->l, ts.s, &o, &ci);
+		c->errors += rc < 0 && rc != SPW_E_LOG_FULL;
+		c->passes++;
+		c->moved += ci.end > ci.begin;
+		c->copied += ci.copied;
+		c->expired += ci.expired;
+	}
+	tsess_close(&ts);
+	return NULL;
+}
+
+static void test_tier_compaction_racing_writers_deletes_and_expiry_loses_and_resurrects_nothing(void **state)
+{
+	tier *f = *state;
+	enum { W = 2, N = 1500 };
+	cr_arg args[W];
+	pthread_t th[W], ct;
+	cr_comp comp = { .l = f->env.l };
+	assert_int_equal(pthread_create(&ct, NULL, cr_compactor, &comp), 0);
+	static const char *const prefixes[W] = { "cr0", "cr1" };
+	for (int w = 0; w < W; w++) {
+		args[w].l = f->env.l;
+		args[w].rounds = 12;
+		model_init(&args[w].m, N, prefixes[w]);
+		assert_int_equal(pthread_create(&th[w], NULL, cr_writer, &args[w]), 0);
+	}
+	for (int w = 0; w < W; w++)
+		pthread_join(th[w], NULL);
+	atomic_store(&comp.stop, 1);
+	pthread_join(ct, NULL);
+	fprintf(stderr, "compaction racing writers: %d passes, %d moved Begin, %llu copied, %llu expired\n",
+	        comp.passes, comp.moved, (unsigned long long)comp.copied, (unsigned long long)comp.expired);
+	assert_int_equal(comp.errors, 0);
+	assert_true(comp.moved > 1);
+	assert_true(comp.copied > 0);
+	/* One more pass with nothing running, then every key as the model says. */
+	cmp_all(f, HLOG_COMPACT_COPY);
+	uint64_t live = 0;
+	for (int w = 0; w < W; w++) {
+		model_read_all(&f->ts, &args[w].m);
+		live += model_live(&args[w].m);
+	}
+	/* The reads removed what had expired: the count is exact. */
+	assert_int_equal(hlog_key_count(f->env.l), live);
+	for (int w = 0; w < W; w++)
+		model_free(&args[w].m);
+	assert_int_equal(info_of(f->env.l).pending_errors, 0);
+}
+
+/* Cache mode: an evicting pass drops the live keys of the oldest part instead of copying them
+ * (counted), keeps the rest, and the count stays exact. The volatile kind drops only the keys
+ * with an expiry. */
+static void test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them(void **state)
+{
+	tier *f = *state;
+	enum { N = 20000 };
+	tier_load(f, N, "ev");
+	hlog_space sp;
+	hlog_space_get(f->env.l, &sp);
+	hlog_compact_opts o = { .until = sp.begin + 2 * sp.unit_bytes, .mode = HLOG_COMPACT_EVICT_ALL };
+	hlog_compact_info ci;
+	int fd;
+	hlog_session *cs = store_session_open(f->env.l, cmp_ready_noop, NULL, 1000000, &fd);
+	assert_int_equal(hlog_compact(f->env.l, cs, &o, &ci), 0);
+	hlog_session_close(cs);
+	fprintf(stderr, "evict: begin %llu until %llu limit %llu -> end %llu, %llu records, %llu evicted, %llu copied\n",
+	        (unsigned long long)sp.begin, (unsigned long long)o.until, (unsigned long long)sp.limit,
+	        (unsigned long long)ci.end, (unsigned long long)ci.records, (unsigned long long)ci.evicted,
+	        (unsigned long long)ci.copied);
+	assert_true(ci.evicted > 0);
+	assert_int_equal(ci.copied, 0);
+	assert_int_equal(info_of(f->env.l).evicted_keys, ci.evicted);
+	assert_int_equal(hlog_key_count(f->env.l), (uint64_t)N - ci.evicted);
+	/* Which keys went: exactly the ones that now read absent; the others read their value. */
+	uint64_t gone = 0;
+	for (int k = 0; k < N; k++) {
+		top o2 = { .kind = T_READ, .m = &f->m, .i = k };
+		tier_drive(&f->ts, &o2, 1);
+		if (o2.rc == HLOG_NOTFOUND) {
+			gone++;
+			f->m.keys[k].alive = false;
+		} else {
+			assert_int_equal(o2.rc, HLOG_OK);
+			assert_true(o2.matched);
+		}
+	}
+	assert_int_equal(gone, ci.evicted);
+	model_scan_check(&f->ts, &f->m, 0);
+}
+
+#define COMPACT_TESTS \
+	TIER_TEST(test_tier_compaction_copies_the_live_records_and_gives_the_segments_back), \
+	TIER_TEST(test_tier_compaction_racing_writers_deletes_and_expiry_loses_and_resurrects_nothing), \
+	TIER_TEST(test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them)
+
+#endif
