@@ -46,7 +46,8 @@
  *     every operation that saw the old Begin has finished; a device read still in flight there
  *     completes on the segment's open file and its result is dropped (pending.c checks Begin).
  *
- *  6. The IO budget (io_limit bytes per second): bytes read and bytes copied are charged; a pass
+ *  6. The IO budget (io_limit bytes per second): bytes read (pages, and the newer records some
+ *     relocations read first) and bytes copied are charged; a pass
  *     ahead of its budget sleeps, unprotected and without ckpt_mu, so foreground reads keep the
  *     device.
  */
@@ -91,6 +92,7 @@ typedef struct cmp_run {
 	uint64_t t0_ns;
 	uint64_t copied0;                /* the session's copied bytes at the start (the IO budget) */
 	uint64_t n0[3];                  /* the session's copied, evicted and expired counts at the start */
+	uint64_t dread0;                 /* its device read bytes at the start (relocations' reads) */
 	bool locked;                     /* ckpt_mu held */
 } cmp_run;
 
@@ -106,7 +108,8 @@ static uint64_t cmp_unit_garbage(hlog *l, uint64_t u)
  * the immutable pages below SafeReadOnly. */
 static uint64_t cmp_limit(hlog *l)
 {
-	uint64_t lim = l->dev ? SPW_MIN(load_acq(&l->head), load_acq(&l->flushed_until)) : load_acq(&l->safe_ro);
+	uint64_t head = load_acq(&l->head), flushed = load_acq(&l->flushed_until);
+	uint64_t lim = l->dev ? SPW_MIN(head, flushed) : load_acq(&l->safe_ro);
 	return lim & ~(l->page_bytes - 1);
 }
 
@@ -117,6 +120,8 @@ void hlog_space_get(hlog *l, hlog_space *out)
 	out->begin = load_acq(&l->begin);
 	out->limit = SPW_MAX(cmp_limit(l), out->begin);
 	out->tail = tail_address(l, load_acq(&l->tail));
+	out->hold = atomic_load(&l->ckpt_hold);
+	out->reclaimed = atomic_load(&l->reclaimed);
 	uint64_t u0 = out->begin >> l->unit_bits, u1 = out->tail >> l->unit_bits;
 	out->units = u1 - u0 + 1;
 	for (uint64_t u = u0; u <= u1 && u - u0 < LOG_GARBAGE_SLOTS; u++)
@@ -173,7 +178,8 @@ static void cmp_budget(cmp_run *c)
 	uint64_t lim = c->o->io_limit;
 	if (!lim)
 		return;
-	uint64_t used = c->out->read_bytes + (cmp_copied_bytes(c->s) - c->copied0);
+	uint64_t used = c->out->read_bytes + (cmp_copied_bytes(c->s) - c->copied0) +
+	                (atomic_load_explicit(&c->s->device_read_bytes, memory_order_relaxed) - c->dread0);
 	double elapsed = (double)(spw_mono_ns() - c->t0_ns) / 1e9;
 	double ahead = (double)used / (double)lim - elapsed;
 	if (ahead <= 0)
@@ -449,12 +455,15 @@ int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_comp
 	c.n0[0] = atomic_load(&s->compact_copied);
 	c.n0[1] = atomic_load(&s->evicted_keys);
 	c.n0[2] = atomic_load(&s->expired_keys);
+	c.dread0 = atomic_load(&s->device_read_bytes);
 	pthread_mutex_lock(&l->compact_one);
 	uint64_t begin = load_acq(&l->begin);
 	out->begin = out->end = begin;
 	int rc = cmp_open(&c);
 	if (rc == 0 && SPW_MIN(o->until, cmp_limit(l)) > begin) {
-		uint64_t end = SPW_MIN(cmp_scan(&c, begin, SPW_MIN(o->until, cmp_limit(l))), c.floor);
+		/* (SPW_MIN evaluates its arguments twice: the scan is a statement of its own.) */
+		uint64_t end = cmp_scan(&c, begin, SPW_MIN(o->until, cmp_limit(l)));
+		end = SPW_MIN(end, c.floor);
 		if (end > begin)
 			cmp_begin_move(&c, end);
 		out->end = SPW_MAX(load_acq(&l->begin), begin);
@@ -485,7 +494,8 @@ int hlog_reclaim(hlog *l, hlog_session *s, uint64_t *removed)
 	if (!l->dev)
 		return 0;
 	uint64_t seg = l->dev->segment_bytes;
-	uint64_t to = SPW_MIN(load_acq(&l->begin), atomic_load(&l->ckpt_hold)) & ~(seg - 1);
+	uint64_t begin = load_acq(&l->begin), hold = atomic_load(&l->ckpt_hold);
+	uint64_t to = SPW_MIN(begin, hold) & ~(seg - 1);
 	uint64_t from = atomic_load(&l->reclaimed);
 	if (to <= from)
 		return 0;

@@ -417,6 +417,8 @@ typedef struct hlog_space {
 	uint64_t begin, limit, tail;  /* the log [begin, tail); a pass may work on [begin, limit) */
 	uint64_t units;           /* units from Begin's to the tail's */
 	uint64_t garbage;         /* garbage bytes counted in them */
+	uint64_t hold;            /* the lowest Begin a checkpoint on disk needs (UINT64_MAX: none) */
+	uint64_t reclaimed;       /* the device space below was given back */
 } hlog_space;
 void hlog_space_get(hlog *l, hlog_space *out /* out */);
 /* The end of the prefix worth a pass: whole units from Begin's, at most max_units of them, with

@@ -342,11 +342,12 @@ static void info_stats(sbuf *b)
 	sb_printf(b, "instantaneous_ops_per_sec:%llu\r\n"
 	          "instantaneous_input_kbps:%.2f\r\n"
 	          "instantaneous_output_kbps:%.2f\r\n"
-	          "evicted_keys:0\r\n"
+	          "evicted_keys:%llu\r\n"
 	          "pubsub_channels:0\r\n"
 	          "pubsub_patterns:0\r\n"
 	          "workers:%d\r\n",
-	          (unsigned long long)(rate.ops + 0.5), rate.in_kbps, rate.out_kbps, g_srv.nworkers);
+	          (unsigned long long)(rate.ops + 0.5), rate.in_kbps, rate.out_kbps,
+	          (unsigned long long)hi.evicted_keys, g_srv.nworkers);
 	for (int i = 0; i < g_srv.nworkers; i++)
 		sb_printf(b, "worker_%d_busy_pct:%.2f\r\n", i, rate.busy_pct ? rate.busy_pct[i] : 0.0);
 	if (g_srv.dev)
@@ -428,6 +429,7 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          (unsigned long long)hi->retries, (unsigned long long)hlog_max_record_payload(g_srv.store),
 	          g_srv.dev ? g_srv.dev->name : "none",
 	          hi->store_error ? spw_strerror(hi->store_error) : "ok");
+	compact_info(b);   /* compact.c owns the state it shows */
 }
 
 static void info_commandstats(sbuf *b)

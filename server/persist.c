@@ -127,7 +127,7 @@ static void noop_ready(void *cb_arg, void *op_ctx)
 }
 
 /* A session for the calling thread; with a device, attached with ready (NULL: ignored). */
-static int session_open(hlog_session **out, hlog_ready_fn ready, void *arg)
+int persist_session_open(hlog_session **out, hlog_ready_fn ready, void *arg)
 {
 	int rc = hlog_session_open(g_srv.store, out);
 	if (rc < 0)
@@ -309,7 +309,7 @@ int persist_recover(void)
 
 	ps.loading_start_s = spw_time_ms() / 1000;
 	ps.lastsave_ms = g_srv.start_ms;
-	rc = session_open(&main_sess, replay_ready, &x);
+	rc = persist_session_open(&main_sess, replay_ready, &x);
 	if (rc < 0) {
 		spw_log(SPW_LOG_WARNING, 0, "Cannot open the recovery session: %s", spw_strerror(rc));
 		return -1;
@@ -438,7 +438,7 @@ static void *saver_main(void *arg)
 	/* Note 7: a checkpoint's CPU (the index image's compression above all) yields to the workers. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SAVER_NICE) < 0)
 		spw_log(SPW_LOG_VERBOSE, errno, "The saver keeps the workers' priority");
-	int rc = session_open(&s, NULL, NULL);
+	int rc = persist_session_open(&s, NULL, NULL);
 	if (rc < 0) {
 		spw_log(SPW_LOG_WARNING, 0, "The saver cannot open a store session: %s; no checkpoints until "
 		        "restart", spw_strerror(rc));

@@ -143,6 +143,7 @@ typedef struct client client;
 #define CLIENT_PARKED            (1u << 3)   /* a command waits on the device (reply_pending) */
 #define CLIENT_SAVE_WAIT         (1u << 4)   /* SAVE: waits for the saver's checkpoint (persist.c) */
 #define CLIENT_SHUTDOWN_SAVE     (1u << 5)   /* SHUTDOWN: the checkpoint it waits for decides it */
+#define CLIENT_COMPACT_WAIT      (1u << 15)  /* COMPACT: waits for its pass (compact.c), with SAVE_WAIT */
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
  * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */
@@ -403,6 +404,14 @@ int persist_recover(void);
 /* Start / stop the saver thread. persist_stop then runs the final checkpoint on the calling
  * thread when save is true (after the workers stopped): 0, or -1 when that checkpoint failed. */
 int persist_start(void);
+/* compact.c: the compactor thread, COMPACT's tickets, INFO's lines. */
+int compact_start(void);
+void compact_stop(void);
+int compact_request(uint64_t *ticket /* out */);
+bool compact_done(uint64_t ticket, int *rc, char *why, size_t whylen);
+void compact_info(struct sbuf *b);
+/* A store session for a background thread; with a device attached with ready (NULL: ignored). */
+int persist_session_open(hlog_session **out, hlog_ready_fn ready, void *arg);
 int persist_stop(bool save);
 /* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). */
 void persist_config_changed(void);
@@ -511,7 +520,7 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 	cmd_flushall;
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
-	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave;
+	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */

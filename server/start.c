@@ -528,7 +528,8 @@ static int server_store_open(void)
 		.page_bytes = g_cfg.page_bytes,
 		.index_bytes = g_cfg.index_bytes,
 		.mutable_percent = g_cfg.mutable_percent,
-		.max_sessions = g_cfg.threads + 2,   /* the workers, the saver, the main thread's recovery */
+		.max_sessions = g_cfg.threads + 3,   /* the workers, the saver, the main thread's recovery,
+		                                        the compactor */
 		.dev = g_srv.dev,
 		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
 	};
@@ -621,6 +622,8 @@ static int workers_run(void)
 		} else {
 			if (persist_start() < 0)
 				spw_log(SPW_LOG_WARNING, 0, "No periodic checkpoints: the saver did not start");
+			if (compact_start() < 0)
+				spw_log(SPW_LOG_WARNING, 0, "No compaction: the compactor did not start");
 			server_wake_all();   /* workers open their AOF writers now that loading is over */
 			spw_log(SPW_LOG_NOTICE, 0, "Ready to accept connections");
 		}
@@ -628,6 +631,7 @@ static int workers_run(void)
 	for (int i = 0; i < started; i++)
 		pthread_join(g_srv.workers[i].thread, NULL);
 	int exit_code = atomic_load(&g_srv.start_failed) ? 1 : 0;
+	compact_stop();   /* before the final checkpoint: a pass it runs ends at its next page */
 	/* Every worker has exited: every acknowledged write is in the store (note at the top). */
 	if (persist_stop(ok && !atomic_load(&g_srv.shutdown_nosave)) < 0)
 		exit_code = 1;

@@ -214,9 +214,25 @@ static void worker_save_answer(worker *w)
 {
 	for (client *c = w->clients; c; c = c->next) {
 		int rc;
-		if (!(c->flags & CLIENT_SAVE_WAIT) || !persist_save_done(c->save_ticket, &rc))
+		char why[160] = "";
+		if (!(c->flags & CLIENT_SAVE_WAIT))
+			continue;
+		if ((c->flags & CLIENT_COMPACT_WAIT) ? !compact_done(c->save_ticket, &rc, why, sizeof(why))
+		                                     : !persist_save_done(c->save_ticket, &rc))
 			continue;
 		c->flags &= ~CLIENT_SAVE_WAIT;
+		if (c->flags & CLIENT_COMPACT_WAIT) {
+			c->flags &= ~CLIENT_COMPACT_WAIT;
+			if (rc == 0) {
+				reply_ok(c);
+			} else {
+				char msg[200];
+				snprintf(msg, sizeof(msg), "ERR compaction failed: %s", why[0] ? why : spw_strerror(rc));
+				reply_error(c, msg);
+			}
+			client_process_input(w, c);
+			continue;
+		}
 		if (c->flags & CLIENT_SHUTDOWN_SAVE) {
 			c->flags &= ~CLIENT_SHUTDOWN_SAVE;
 			if (rc == 0) {
