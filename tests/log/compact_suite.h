@@ -27,10 +27,25 @@ static int cmp_segment_files(tier *f)
 /* Compaction runs its own op_ctx values on its session: a ready callback that ignores them. */
 static void cmp_ready_noop(void *arg, void *op) { (void)arg; (void)op; }
 
+/* The test's session sends the page writes its last page turns claimed, as a worker does before
+ * it sleeps: compaction on another session waits for those frames. */
+static void tsess_settle(tsess *ts)
+{
+	hlog_session_protect(ts->s);
+	while (hlog_session_inflight(ts->s) > 0 || hlog_session_unsubmitted(ts->s)) {
+		hlog_session_poll(ts->s);
+		hlog_session_unprotect(ts->s);
+		usleep(100);
+		hlog_session_protect(ts->s);
+	}
+	hlog_session_unprotect(ts->s);
+}
+
 /* Passes over everything compactable until Begin stops moving, on a session of their own; the
  * infos summed. */
 static hlog_compact_info cmp_all(tier *f, int mode)
 {
+	tsess_settle(&f->ts);
 	int fd;
 	hlog_session *s = store_session_open(f->env.l, cmp_ready_noop, NULL, 1000000, &fd);
 	hlog_compact_info sum = { 0 };
@@ -125,6 +140,7 @@ static void *cr_writer(void *p)
 		tier_phase(&ts, &a->m, (r + 1) % 5, a->m.n, 5, prep_delete, check_delete, NULL);
 		tier_phase(&ts, &a->m, (r + 2) % 7, a->m.n, 7, prep_upsert_expired, check_upsert_expired, &v);
 	}
+	tsess_settle(&ts);
 	tsess_close(&ts);
 	return NULL;
 }
@@ -208,6 +224,7 @@ static void test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them(
 	hlog_compact_opts o = { .until = sp.begin + 2 * sp.unit_bytes, .mode = HLOG_COMPACT_EVICT_ALL };
 	hlog_compact_info ci;
 	int fd;
+	tsess_settle(&f->ts);
 	hlog_session *cs = store_session_open(f->env.l, cmp_ready_noop, NULL, 1000000, &fd);
 	assert_int_equal(hlog_compact(f->env.l, cs, &o, &ci), 0);
 	hlog_session_close(cs);

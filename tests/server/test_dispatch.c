@@ -152,7 +152,7 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"pexpireat", "ttl", "pttl", "expiretime", "pexpiretime", "persist", "touch", "keys", "scan",
 		"randomkey", "rename", "renamenx", "copy", "dbsize", "flushdb", "flushall", "ping", "echo",
 		"quit", "hello", "info", "config", "command", "client", "select", "time", "shutdown", "auth",
-		"save", "bgsave", "lastsave",
+		"save", "bgsave", "lastsave", "compact",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
