@@ -4,7 +4,8 @@
  * client's worker (worker.c note 1); its socket calls go through conn.h.
  *
  * Sections: reply chunk pool / client list and events / create and free / read, parse, dispatch /
- * write / CLIENT LIST lines. Parking a client on the storage tier and its look-ahead are park.c's.
+ * output limits / write / CLIENT LIST lines. Parking a client on the storage tier and its
+ * look-ahead are park.c's.
  *
  * Design notes:
  *  1. epoll is level-triggered, so a short read (fewer bytes than asked) means the socket is
@@ -25,6 +26,12 @@
  *     may still be in the pass's event array. CLIENT_CLOSE_AFTER_REPLY (QUIT, protocol errors,
  *     SHUTDOWN) stops reading and closes once the output is out; CLIENT_CLOSE_ASAP closes without
  *     writing more.
+ *  6. Output limits (Redis's client-output-buffer-limit, memcap.c note 4): after each command, a
+ *     client whose unsent replies reach the worker's obl_min (the smaller of the normal class's
+ *     hard and soft limits; UINT64_MAX without either) or whose soft clock runs is checked; one past
+ *     hard, or past soft for longer than soft_seconds, is closed at once without its replies. The
+ *     check is one compare per command; back-pressure (note 4) still pauses a client at
+ *     output-pause-bytes whatever the limits, so a client that never reads holds at most about that.
  */
 #include "server/server_int.h"
 #include "server/conn.h"
@@ -333,6 +340,8 @@ void client_process_input(worker *w, client *c)
 				client_close_async(c);
 				break;
 			}
+			if (SPW_UNLIKELY(c->out.bytes >= w->obl_min || c->obl_soft_since) && client_obl_check(w, c))
+				break;
 			if (SPW_UNLIKELY(c->out.bytes > pause))
 				c->flags |= CLIENT_READ_PAUSED;
 			continue;
@@ -420,6 +429,36 @@ void client_read(worker *w, client *c)
 		client_close_async(c);
 		return;
 	}
+}
+
+/* ---------------- output limits (note 6) ---------------- */
+
+bool client_obl_check(worker *w, client *c)
+{
+	const client_obl *l = &g_cfg.obl[SPW_OBL_NORMAL];
+	uint64_t hard = __atomic_load_n(&l->hard, __ATOMIC_RELAXED);
+	uint64_t soft = __atomic_load_n(&l->soft, __ATOMIC_RELAXED);
+	uint64_t secs = __atomic_load_n(&l->soft_seconds, __ATOMIC_RELAXED);
+	uint64_t used = c->out.bytes;
+	bool over = hard && used >= hard;
+	if (soft && used >= soft) {
+		/* As Redis: the first time only starts the clock; past soft_seconds it is reached. */
+		if (!c->obl_soft_since)
+			c->obl_soft_since = w->now_ms ? w->now_ms : 1;
+		else if ((uint64_t)(w->now_ms - c->obl_soft_since) > secs * 1000)
+			over = true;
+	} else {
+		c->obl_soft_since = 0;
+	}
+	if (!over)
+		return false;
+	char info[1024];
+	client_info_format(c, info, sizeof(info));
+	spw_log(SPW_LOG_WARNING, 0, "Client %s scheduled to be closed ASAP for overcoming of output "
+	        "buffer limits.", info);
+	w->stats.obl_closed++;
+	client_close_async(c);
+	return true;
 }
 
 /* ---------------- write ---------------- */

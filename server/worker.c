@@ -38,7 +38,10 @@
  *     exits; the main thread joins them, closes the store and returns 0 (start.c).
  *  5. Stats are per worker and written only by their worker (no shared counter on the request
  *     path); INFO sums them with relaxed loads. The only shared atomics touched per connection are
- *     g_srv.nclients (maxclients) and g_srv.next_client_id.
+ *     g_srv.nclients (maxclients) and g_srv.next_client_id. The memory gauges (buf_bytes: read
+ *     buffers, reply chunks and the scratch; aof_buf_bytes) are kept the same way, changed where
+ *     a buffer is allocated, grown or freed, never per request; each pass ends with the memory
+ *     cap's look at them (memcap.c note 3).
  *
  * The storage tier (--storage-tier; start.c's tier_open maps Garnet's flags onto device/device.h):
  *  6. Each worker attaches its hlog session on its own thread (hlog_session_attach: the session's
@@ -397,6 +400,7 @@ static void worker_config_refresh(worker *w)
 		c->parser.limits.max_bulk_len = bulk;
 		c->parser.limits.max_querybuf = qbuf;
 	}
+	memcap_obl_refresh(w);
 	if (worker_has_timed_work(w) && w->next_cron_ms > w->now_ms + 1000)
 		w->next_cron_ms = w->now_ms + 1000;
 }
@@ -500,6 +504,7 @@ void *worker_main(void *arg)
 		return NULL;
 	w->now_ms = spw_time_ms();
 	w->next_cron_ms = w->now_ms + 1000;
+	memcap_obl_refresh(w);
 	for (;;) {
 		int n = epoll_wait(w->epfd, evs, MAX_EVENTS, worker_timeout(w));
 		uint64_t t0 = spw_mono_ns();
@@ -525,6 +530,11 @@ void *worker_main(void *arg)
 			worker_cron(w);
 		client_pending_flush(w);
 		worker_scratch_trim(w);
+		if (SPW_UNLIKELY(w->aof != NULL))
+			__atomic_store_n(&w->aof_buf_bytes, aof_writer_buffer_bytes(w->aof), __ATOMIC_RELAXED);
+		else if (SPW_UNLIKELY(w->aof_buf_bytes))
+			__atomic_store_n(&w->aof_buf_bytes, 0, __ATOMIC_RELAXED);
+		memcap_worker_check(w);   /* the -OOM gate's memory bit (memcap.c note 3) */
 		w->stats.busy_ns += spw_mono_ns() - t0;
 		if (w->stopping && (!w->clients || w->now_ms >= w->stop_deadline_ms))
 			break;

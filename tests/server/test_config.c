@@ -307,9 +307,31 @@ static void test_config_set_answers_redis_error_texts(void **state)
 	assert_int_equal(g_cfg.proto_max_bulk_len, 10ULL << 20);
 	assert_int_equal(set1("loglevel", "debug", err, sizeof(err)), 0);
 	assert_int_equal(spw_log_level, SPW_LOG_DEBUG);
-	/* read-only reported options accept their one value */
-	assert_int_equal(set1("maxmemory", "0", err, sizeof(err)), 0);
-	assert_int_equal(set1("maxmemory", "1", err, sizeof(err)), -EINVAL);
+	assert_int_equal(set1("maxmemory", "100mb", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.maxmemory, 100ULL << 20);
+	/* client-output-buffer-limit: Redis 7.0's grammar, errors and CONFIG GET form */
+	assert_int_equal(set1("client-output-buffer-limit", "normal 1mb 512kb 10", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].hard, 1ULL << 20);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].soft, 512ULL << 10);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].soft_seconds, 10);
+	assert_int_equal(g_cfg.obl[SPW_OBL_REPLICA].hard, 256ULL << 20);   /* untouched */
+	assert_int_equal(set1("client-output-buffer-limit", "replica 1mb 1mb 1", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.obl[SPW_OBL_REPLICA].soft_seconds, 1);
+	assert_int_equal(set1("client-output-buffer-limit", "", err, sizeof(err)), 0);
+	assert_int_equal(set1("client-output-buffer-limit", "wrong number", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Wrong number of arguments in buffer "
+	                         "limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "master 10mb 10mb 60", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Invalid client class specified in "
+	                         "buffer limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "normal 10mb 10mb -1", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Error in hard, soft or soft_seconds "
+	                         "setting in buffer limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "normal 10mbs 0 0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].hard, 1ULL << 20);   /* all or nothing */
 	config_defaults();
 }
 
@@ -365,7 +387,7 @@ static void test_config_get_matches_globs_without_case(void **state)
 	seen s = { .n = 0 };
 	config_defaults();
 	config_get_matching("MAX*", 4, collect, &s);
-	assert_int_equal(s.n, 2);
+	assert_int_equal(s.n, 3);   /* maxclients, maxmemory-policy, maxmemory */
 	assert_true(seen_find(&s, "maxclients") >= 0);
 	assert_string_equal(s.values[seen_find(&s, "maxmemory")], "0");
 
