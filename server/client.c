@@ -16,9 +16,13 @@
  *     request in progress (a big bulk), the buffer grows to hold it whole (resp_parser_hint), so a
  *     512 MB value is read once into its final place. Unparsed bytes are moved to the front only
  *     when the room left behind them is short; an emptied buffer resets to offset 0 for free.
- *     Buffers grown past RBUF_SHRINK_ABOVE go back to the default size once empty.
+ *     Buffers grown past RBUF_SHRINK_ABOVE go back to the default size once empty. A client gets
+ *     its buffer at its first read, not at connect, and with --maxmemory one idle for
+ *     RBUF_IDLE_MS gives its empty buffer back (worker_cron), so that many idle connections cost
+ *     little more than their client structs (as Redis frees the query buffers of idle clients).
  *  3. Reply chunks come from a per-worker pool of 16 KiB chunks; larger chunks (one big bulk) are
- *     malloc'd to size and freed after sending. The steady state allocates nothing.
+ *     malloc'd to size and freed after sending. The steady state allocates nothing. The pool keeps
+ *     at most CHUNK_POOL_MAX idle chunks, fewer under --maxmemory (client_chunk_pool_limit).
  *  4. Back-pressure: when a client's unsent replies pass output-pause-bytes it is not read (nor
  *     are its already-buffered requests parsed) until they drain below half of that; then its
  *     buffered requests are processed at once (no new data may ever arrive to wake us).
@@ -92,7 +96,7 @@ static void chunk_release_list(worker *w, resp_chunk *k)
 {
 	while (k) {
 		resp_chunk *next = k->next;
-		if (k->cap == CHUNK_CAP && w->chunk_pool_len < CHUNK_POOL_MAX) {
+		if (k->cap == CHUNK_CAP && w->chunk_pool_len < w->chunk_pool_max) {
 			k->next = w->chunk_pool;
 			w->chunk_pool = k;
 			w->chunk_pool_len++;
@@ -101,6 +105,24 @@ static void chunk_release_list(worker *w, resp_chunk *k)
 			free(k);
 		}
 		k = next;
+	}
+}
+
+/* The pool's size: CHUNK_POOL_MAX, or under --maxmemory 1/32 of the cap shared by the workers
+ * (at least 4 chunks each), the idle chunks past it freed now (note 3). */
+void client_chunk_pool_limit(worker *w)
+{
+	uint64_t cap = __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED);
+	uint64_t max = CHUNK_POOL_MAX;
+	if (cap)
+		max = SPW_MAX(SPW_MIN(cap / 32 / (uint64_t)SPW_MAX(g_srv.nworkers, 1) / CHUNK_BYTES, max), 4);
+	w->chunk_pool_max = (uint32_t)max;
+	while (w->chunk_pool_len > w->chunk_pool_max) {
+		resp_chunk *k = w->chunk_pool;
+		w->chunk_pool = k->next;
+		w->chunk_pool_len--;
+		w->buf_bytes -= (int64_t)CHUNK_BYTES;
+		free(k);
 	}
 }
 
@@ -170,12 +192,7 @@ void client_create(worker *w, conn *cn, const struct sockaddr_storage *peer)
 
 	if (!c)
 		goto fail;
-	c->rbuf = malloc(RBUF_DEFAULT);
-	if (!c->rbuf)
-		goto fail;
-	c->rcap = RBUF_DEFAULT;
-	w->buf_bytes += RBUF_DEFAULT;
-	c->conn = *cn;
+	c->conn = *cn;   /* no read buffer until the first read (note 2) */
 	c->w = w;
 	c->self_op.c = c;
 	c->id = atomic_fetch_add_explicit(&g_srv.next_client_id, 1, memory_order_relaxed);
@@ -210,13 +227,7 @@ void client_create(worker *w, conn *cn, const struct sockaddr_storage *peer)
 	return;
 fail:
 	spw_log(SPW_LOG_WARNING, errno, "Error registering a client connection");
-	if (c) {
-		if (c->rbuf) {
-			free(c->rbuf);
-			w->buf_bytes -= RBUF_DEFAULT;
-		}
-		free(c);
-	}
+	free(c);
 	conn_close(cn);
 	atomic_fetch_sub_explicit(&g_srv.nclients, 1, memory_order_relaxed);
 }
@@ -280,12 +291,14 @@ static bool rbuf_make_room(worker *w, client *c)
 		c->rlen = pending;
 		return true;
 	}
-	/* Grow: exactly what a known big request needs, else double. */
-	size_t cap = hint ? SPW_ALIGN_UP(hint + RBUF_MIN_ROOM, 4096) : SPW_MAX(c->rcap * 2, need);
+	/* Grow: exactly what a known big request needs, else double (the first: the default). */
+	size_t cap = hint ? SPW_ALIGN_UP(hint + RBUF_MIN_ROOM, 4096)
+	                  : SPW_MAX(SPW_MAX(c->rcap * 2, need), (size_t)RBUF_DEFAULT);
 	char *nb = malloc(cap);
 	if (!nb)
 		return false;
-	memcpy(nb, c->rbuf + c->rpos, pending);
+	if (pending)
+		memcpy(nb, c->rbuf + c->rpos, pending);
 	free(c->rbuf);
 	w->buf_bytes += (int64_t)cap - (int64_t)c->rcap;
 	c->rbuf = nb;
@@ -293,6 +306,18 @@ static bool rbuf_make_room(worker *w, client *c)
 	c->rpos = 0;
 	c->rlen = pending;
 	return true;
+}
+
+/* An idle client's empty read buffer goes (worker_cron, with --maxmemory): the next read
+ * allocates the default again (note 2). */
+void client_rbuf_release(worker *w, client *c)
+{
+	if (!c->rcap || c->rlen || resp_parser_hint(&c->parser))
+		return;
+	free(c->rbuf);
+	w->buf_bytes -= (int64_t)c->rcap;
+	c->rbuf = NULL;
+	c->rcap = c->rpos = 0;
 }
 
 static void rbuf_shrink(worker *w, client *c)

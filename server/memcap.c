@@ -310,7 +310,7 @@ const char *memcap_obl_format(const client_obl *obl, char *buf, size_t cap)
 	return buf;
 }
 
-void memcap_obl_refresh(worker *w)
+void memcap_worker_refresh(worker *w)
 {
 	uint64_t hard = __atomic_load_n(&g_cfg.obl[SPW_OBL_NORMAL].hard, __ATOMIC_RELAXED);
 	uint64_t soft = __atomic_load_n(&g_cfg.obl[SPW_OBL_NORMAL].soft, __ATOMIC_RELAXED);
@@ -320,4 +320,5 @@ void memcap_obl_refresh(worker *w)
 	if (soft && soft < min)
 		min = soft;
 	w->obl_min = min;
+	client_chunk_pool_limit(w);
 }

@@ -286,6 +286,7 @@ struct worker {
 	client *pending;              /* clients with replies waiting to be written */
 	resp_chunk *chunk_pool;       /* free reply chunks */
 	uint32_t chunk_pool_len;
+	uint32_t chunk_pool_max;      /* idle chunks kept (client_chunk_pool_limit) */
 	uint8_t *scratch;             /* per-worker scratch for commands (RENAME, GETRANGE, ...) */
 	size_t scratch_cap;
 	int64_t now_ms;               /* clock read once per loop pass */
@@ -400,6 +401,9 @@ void client_process_input(worker *w, client *c);
 void client_pending_add(worker *w, client *c);  /* write, close or re-arm c at the end of the pass */
 void client_pending_flush(worker *w);
 void client_chunk_pool_free(worker *w);
+void client_chunk_pool_limit(worker *w);
+#define RBUF_IDLE_MS 2000              /* with --maxmemory: an idle client's empty read buffer goes */
+void client_rbuf_release(worker *w, client *c);
 /* park.c: clients on the storage tier. */
 client_op *client_op_begin(worker *w, client *c);
 void client_park(worker *w, client *c, client_op *op, size_t consumed);
@@ -435,8 +439,9 @@ int memcap_startup_check(void);
 /* Once per worker pass (worker.c): the -OOM gate's SPW_OOM_MEMORY bit, looked at about once a
  * millisecond, every pass while it is set. */
 void memcap_worker_check(worker *w);
-/* The worker's obl_min from client-output-buffer-limit's normal class (worker_config_refresh). */
-void memcap_obl_refresh(worker *w);
+/* What a worker caches of the cap's options (worker_config_refresh): obl_min from
+ * client-output-buffer-limit's normal class, its reply chunk pool's size. */
+void memcap_worker_refresh(worker *w);
 /* client-output-buffer-limit's value: Redis's "<class> <hard> <soft> <soft seconds>" groups; the
  * classes named change, the others keep what cfg has. 0, or -EINVAL with Redis's reason in err. */
 int memcap_obl_parse(const char *v, size_t n, client_obl *cfg, char *err, size_t errlen);

@@ -343,13 +343,20 @@ void worker_aof_flush(worker *w)
 	}
 }
 
-/* Once a second when there is timed work: idle-client timeout, re-arming paused listeners. */
+/* Once a second when there is timed work: idle-client timeout, re-arming paused listeners, idle
+ * clients' read buffers under --maxmemory. */
 static void worker_cron(worker *w)
 {
 	int timeout = __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED);
 	if (w->accept_paused) {
 		w->accept_paused = false;
 		listeners_pause(w, false);
+	}
+	if (__atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED)) {
+		/* Idle clients' empty read buffers (client.c note 2): the cap counts them. */
+		for (client *c = w->clients; c; c = c->next)
+			if (c->rcap && w->now_ms - c->last_ms > RBUF_IDLE_MS && !(c->flags & CLIENT_PARKED))
+				client_rbuf_release(w, c);
 	}
 	if (timeout > 0) {
 		int64_t limit = (int64_t)timeout * 1000;
@@ -367,7 +374,8 @@ static void worker_cron(worker *w)
 
 static bool worker_has_timed_work(const worker *w)
 {
-	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused;
+	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused ||
+	       __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED) != 0;
 }
 
 static int worker_timeout(worker *w)
@@ -400,7 +408,7 @@ static void worker_config_refresh(worker *w)
 		c->parser.limits.max_bulk_len = bulk;
 		c->parser.limits.max_querybuf = qbuf;
 	}
-	memcap_obl_refresh(w);
+	memcap_worker_refresh(w);
 	if (worker_has_timed_work(w) && w->next_cron_ms > w->now_ms + 1000)
 		w->next_cron_ms = w->now_ms + 1000;
 }
@@ -504,7 +512,7 @@ void *worker_main(void *arg)
 		return NULL;
 	w->now_ms = spw_time_ms();
 	w->next_cron_ms = w->now_ms + 1000;
-	memcap_obl_refresh(w);
+	memcap_worker_refresh(w);
 	for (;;) {
 		int n = epoll_wait(w->epfd, evs, MAX_EVENTS, worker_timeout(w));
 		uint64_t t0 = spw_mono_ns();
