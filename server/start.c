@@ -646,6 +646,7 @@ int server_main(int argc, char **argv)
 		return 0;   /* --help / --version */
 	if (rc < 0)
 		return 1;
+
 	spw_log_open(g_cfg.logfile);
 	command_table_init();
 	server_state_init(argv[0]);

@@ -5,10 +5,12 @@
 #           IDLE idle connections held open, then TIMES x CAP of VALLEN-byte values loaded
 #           (spillway-bench --op SET --runtime 0): VmRSS of /proc/<pid>/status sampled every 50 ms,
 #           its maximum against the cap, and INFO's used_memory and parts at the end.
-#   perkey  the same server with KEYS keys of 8 + 100 bytes (CAP_KEYS): RAM per key from INFO
+#   perkey  the same server with KEYS keys of 8 + 100 bytes under CAP_KEYS with PERKEY_FLAGS (a
+#           small log window, so that most records are on the device): RAM per key from INFO
 #           (used_memory, the index part, index_bytes_per_key) and RSS, once loaded.
 #
-# Environment: CAPS="64mb 256mb", TIMES=20, VALLEN=4096, IDLE=1000, KEYS=10000000, CAP_KEYS=1gb,
+# Environment: CAPS="64mb 256mb", TIMES=20, VALLEN=4096, IDLE=1000, KEYS=10000000, CAP_KEYS=256mb,
+# PERKEY_FLAGS="--memory 64mb --index 64mb --page 1mb",
 # PARTS="rss perkey", SPW_BIN=build/bin, THREADS=2, DATA=/tmp (the segment files: TIMES x CAP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,8 @@ TIMES=${TIMES:-20}
 VALLEN=${VALLEN:-4096}
 IDLE=${IDLE:-1000}
 KEYS=${KEYS:-10000000}
-CAP_KEYS=${CAP_KEYS:-1gb}
+CAP_KEYS=${CAP_KEYS:-256mb}
+PERKEY_FLAGS=${PERKEY_FLAGS:-"--memory 64mb --index 64mb --page 1mb"}
 PARTS=${PARTS:-"rss perkey"}
 BIN=${SPW_BIN:-build/bin}
 THREADS=${THREADS:-2}
@@ -36,15 +39,17 @@ bytes() {   # 64mb -> 67108864 (k/m/g as powers of 1024, the server's grammar)
 	case ${u,,} in k|kb) echo $((n << 10)) ;; m|mb) echo $((n << 20)) ;; g|gb) echo $((n << 30)) ;; *) echo "$n" ;; esac
 }
 info() { redis-cli -p "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
-rss_now() { sed -n 's/^VmRSS: *\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_now() { awk '/^VmRSS:/ { print $2; f = 1 } END { if (!f) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
-# start CAP: a tiered server with the cap on a fresh folder; sets PORT PID DIR.
+# start CAP [FLAGS...]: a tiered server with the cap on a fresh folder; sets PORT PID DIR.
 start() {
+	local cap=$1
+	shift
 	DIR=$(mktemp -d "$DATA/spw-memcap.XXXXXX")
 	PORT=$(free_port)
 	ulimit -n 4096 2>/dev/null || true
 	"$BIN/spillway-server" --port "$PORT" --dir "$DIR" --threads "$THREADS" --storage-tier \
-		--maxmemory "$1" --save '' --checkpoint-interval 0 >"$DIR/server.log" 2>&1 &
+		--maxmemory "$cap" --save '' --checkpoint-interval 0 "$@" >"$DIR/server.log" 2>&1 &
 	PID=$!
 	wait_pong "$PORT" "$PID" || { cat "$DIR/server.log" >&2; exit 1; }
 }
@@ -90,14 +95,15 @@ time.sleep(100000)" &
 		done
 		;;
 	perkey)
-		start "$CAP_KEYS"
+		# shellcheck disable=SC2086
+		start "$CAP_KEYS" $PERKEY_FLAGS
 		"$BIN/spillway-bench" -p "$PORT" --op SET --dbsize "$KEYS" --valuelength 100 --runtime 0 --quiet >/dev/null
 		keys=$(redis-cli -p "$PORT" dbsize)
 		used=$(info "$PORT" memory used_memory)
 		idx=$(info "$PORT" memory used_memory_index)
-		echo "| keys | cap | used_memory / key | index / key (index_bytes_per_key) | RSS / key | log in memory |"
-		echo "|---:|---:|---:|---:|---:|---:|"
-		printf "| %s | %s | %.1f B | %.1f B (%s) | %.1f B | %s |\n" "$keys" "$CAP_KEYS" \
+		echo "| keys | cap, flags | used_memory / key | index / key (index_bytes_per_key) | RSS / key | log in memory |"
+		echo "|---:|---|---:|---:|---:|---:|"
+		printf "| %s | %s %s | %.1f B | %.1f B (%s) | %.1f B | %s |\n" "$keys" "$CAP_KEYS" "$PERKEY_FLAGS" \
 			"$(echo "$used / $keys" | bc -l)" "$(echo "$idx / $keys" | bc -l)" \
 			"$(info "$PORT" memory index_bytes_per_key)" \
 			"$(echo "$(rss_now "$PID") * 1024 / $keys" | bc -l)" "$(info "$PORT" memory used_memory_log)"
