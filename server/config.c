@@ -232,8 +232,9 @@ static const spw_option options[] = {
 
 #define NOPTIONS ((int)SPW_ARRAY_LEN(options))
 
-/* The options the last config_load read from the config file or the command line. */
-static bool option_given[NOPTIONS];
+/* The options the last config_load read from the config file or the command line, and those
+ * start-up sized from others (config_option_sized). */
+static bool option_given[NOPTIONS], option_sized[NOPTIONS];
 
 /* ---------------- lookup and value parsing ---------------- */
 
@@ -741,10 +742,18 @@ bool config_option_given(const char *name)
 	return o && option_given[o - options];
 }
 
+void config_option_sized(const char *name)
+{
+	const spw_option *o = option_find(name, strlen(name));
+	if (o)
+		option_sized[o - options] = true;
+}
+
 int config_load(int argc, char **argv)
 {
 	config_defaults();
 	memset(option_given, 0, sizeof(option_given));
+	memset(option_sized, 0, sizeof(option_sized));
 	reading_startup = true;
 	startup_save_seen = false;
 	int rc = config_load_args(argc, argv);
@@ -987,11 +996,12 @@ static void config_quote(FILE *fp, const char *v)
 }
 
 /* An option's value and the line's end for the config file. save's rules go unquoted, as Redis
- * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none. */
+ * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none; so do
+ * client-output-buffer-limit's groups (Redis reads them from one line too). */
 static void config_value_write(FILE *fp, const spw_option *o, char *buf, size_t cap)
 {
 	const char *v = option_format(o, buf, cap);
-	if (o->type == OPT_SAVE && v[0])
+	if ((o->type == OPT_SAVE || o->type == OPT_OBL) && v[0])
 		fputs(v, fp);
 	else
 		config_quote(fp, v);
@@ -1006,6 +1016,8 @@ static bool config_line_unchanged(const spw_option *o, char **words, int n)
 	size_t k = 0;
 	if (n < 2 || o->type == OPT_CONST)
 		return o->type == OPT_CONST;
+	if (o->type == OPT_OBL)
+		return false;   /* a line may give one class of several: write the whole value once */
 	if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
 		return true;   /* resolved at start-up (0 = cores, "." = cwd) and immutable: keep as written */
 	for (int i = 1; i < n && k < sizeof(val); i++)
@@ -1076,8 +1088,9 @@ int config_rewrite(char *err, size_t errlen)
 		if (option_parse(o, o->def, strlen(o->def), &d, def, sizeof(def)) == 0 &&
 		    !memcmp((char *)&d + o->off, (char *)&g_cfg + o->off, o->size))
 			continue;
-		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
-			continue;   /* resolved at start-up (cores, absolute path): not a user choice */
+		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir") || option_sized[i])
+			continue;   /* resolved at start-up (cores, absolute path, sized from --maxmemory): not
+			             * a user choice */
 		fprintf(out, "%s ", o->name);
 		config_value_write(out, o, buf, sizeof(buf));
 	}

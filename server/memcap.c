@@ -126,9 +126,11 @@ static int memcap_memory_size(uint64_t cap, uint64_t reserve)
 {
 	char a[32], b[32], c[32], d[32], e[32];
 	uint64_t room = cap > g_cfg.index_bytes + reserve ? cap - g_cfg.index_bytes - reserve : 0;
-	if (!config_option_given("page"))
+	if (!config_option_given("page")) {
 		while (g_cfg.page_bytes > MEMCAP_PAGE_MIN && room / g_cfg.page_bytes < MEMCAP_MIN_PAGES)
 			g_cfg.page_bytes /= 2;
+		config_option_sized("page");
+	}
 	uint64_t mem = room - room % g_cfg.page_bytes;
 	if (mem < min_pages() * g_cfg.page_bytes) {
 		fprintf(stderr, "spillway: --maxmemory %s leaves %s for the log after --index %s and %s for "
@@ -140,6 +142,7 @@ static int memcap_memory_size(uint64_t cap, uint64_t reserve)
 		return -1;
 	}
 	g_cfg.memory_bytes = mem;
+	config_option_sized("memory");
 	return 0;
 }
 
@@ -160,6 +163,7 @@ int memcap_startup_check(void)
 	if (!config_option_given("index")) {
 		uint64_t idx = floor_pow2(cap / 16);
 		g_cfg.index_bytes = SPW_MAX(SPW_MIN(idx, MEMCAP_INDEX_DEF), (uint64_t)HIDX_BUCKET_BYTES * 64);
+		config_option_sized("index");
 	}
 	if (!config_option_given("memory")) {
 		if (memcap_memory_size(cap, reserve) < 0)

@@ -136,6 +136,9 @@ void config_save_rules(save_rules *out /* out */);
 /* Whether the last config_load set the option (by its name or alias) on the command line or in the
  * config file, rather than leaving the table's default (memcap.c sizes what the user left). */
 bool config_option_given(const char *name);
+/* Start-up set the option from others (memcap.c: --memory from --maxmemory): CONFIG REWRITE leaves
+ * it out, so that the next start sizes it again. */
+void config_option_sized(const char *name);
 /* Reset g_cfg to the table's defaults (config_load does this first). */
 void config_defaults(void);
 /* With --storage-tier, --memory must hold at least this many --page pages. */

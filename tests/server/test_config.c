@@ -533,6 +533,43 @@ static void test_config_rewrite_keeps_comments_and_writes_current_values(void **
 	config_defaults();
 }
 
+static void test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/spw_test_conf_XXXXXX";
+	char err[512];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	/* Redis's config files give one class a line. */
+	write_file(path, "client-output-buffer-limit normal 0 0 0\nclient-output-buffer-limit pubsub 1mb 1mb 1\n");
+	char *argv[] = { "s", "--config", path, "--maxmemory", "64mb" };
+	assert_int_equal(config_load(ARGC(argv), argv), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.index_bytes, 4ULL << 20);    /* 1/16 of the cap */
+	assert_int_equal(g_cfg.page_bytes, 4ULL << 20);     /* halved until the log holds 8 pages */
+	assert_int_equal(g_cfg.memory_bytes, 52ULL << 20);  /* 64 - 4 - 8 (the reserve) */
+	assert_int_equal(g_cfg.obl[SPW_OBL_PUBSUB].soft_seconds, 1);
+	assert_int_equal(config_rewrite(err, sizeof(err)), 0);
+	const char *text = read_file(path);
+	assert_non_null(strstr(text, "client-output-buffer-limit normal 0 0 0 slave 268435456 67108864 60 "
+	                             "pubsub 1048576 1048576 1\n"));
+	assert_non_null(strstr(text, "maxmemory 67108864\n"));
+	assert_null(strstr(text, "\nmemory "));   /* sized: the next start sizes it again */
+	assert_null(strstr(text, "\nindex "));
+	assert_null(strstr(text, "\npage "));
+	unlink(path);
+
+	char *given[] = { "s", "--maxmemory", "64mb", "--memory", "60mb", "--page", "1mb" };
+	assert_int_equal(config_load(ARGC(given), given), 0);
+	assert_int_equal(memcap_startup_check(), -1);   /* 60 + 4 + 8 > 64 */
+	char *fits[] = { "s", "--maxmemory", "64mb", "--memory", "48mb", "--page", "1mb" };
+	assert_int_equal(config_load(ARGC(fits), fits), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.memory_bytes, 48ULL << 20);
+	config_defaults();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -550,6 +587,7 @@ int main(void)
 		cmocka_unit_test(test_durability_options_take_redis_and_garnet_names),
 		cmocka_unit_test(test_config_rewrite_needs_a_config_file),
 		cmocka_unit_test(test_config_rewrite_keeps_comments_and_writes_current_values),
+		cmocka_unit_test(test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
