@@ -389,6 +389,11 @@ bool aof_writer_dirty(const aof_writer *w)
 	return w->len > 0;
 }
 
+size_t aof_writer_buffer_bytes(const aof_writer *w)
+{
+	return w->cap;
+}
+
 int aof_writer_flush(aof_writer *w)
 {
 	size_t done = 0;

@@ -57,6 +57,8 @@ void aof_writer_close(aof_writer *w);
 void aof_redo(void *arg, const hlog_redo *r);
 /* Whether records wait in the buffer. */
 bool aof_writer_dirty(const aof_writer *w);
+/* The bytes its buffer holds allocated (INFO mem_aof_buffer, the memory cap). */
+size_t aof_writer_buffer_bytes(const aof_writer *w);
 /* Write the buffer with one write(2), then fdatasync when the mode is always. 0 or -errno (the
  * records stay in the buffer; aof_writer_error says the last error for INFO). */
 int aof_writer_flush(aof_writer *w);

@@ -4,7 +4,8 @@
  * client's worker (worker.c note 1); its socket calls go through conn.h.
  *
  * Sections: reply chunk pool / client list and events / create and free / read, parse, dispatch /
- * write / CLIENT LIST lines. Parking a client on the storage tier and its look-ahead are park.c's.
+ * output limits / write / CLIENT LIST lines. Parking a client on the storage tier and its
+ * look-ahead are park.c's.
  *
  * Design notes:
  *  1. epoll is level-triggered, so a short read (fewer bytes than asked) means the socket is
@@ -15,9 +16,13 @@
  *     request in progress (a big bulk), the buffer grows to hold it whole (resp_parser_hint), so a
  *     512 MB value is read once into its final place. Unparsed bytes are moved to the front only
  *     when the room left behind them is short; an emptied buffer resets to offset 0 for free.
- *     Buffers grown past RBUF_SHRINK_ABOVE go back to the default size once empty.
+ *     Buffers grown past RBUF_SHRINK_ABOVE go back to the default size once empty. A client gets
+ *     its buffer at its first read, not at connect, and with --maxmemory one idle for
+ *     RBUF_IDLE_MS gives its empty buffer back (worker_cron), so that many idle connections cost
+ *     little more than their client structs (as Redis frees the query buffers of idle clients).
  *  3. Reply chunks come from a per-worker pool of 16 KiB chunks; larger chunks (one big bulk) are
- *     malloc'd to size and freed after sending. The steady state allocates nothing.
+ *     malloc'd to size and freed after sending. The steady state allocates nothing. The pool keeps
+ *     at most CHUNK_POOL_MAX idle chunks, fewer under --maxmemory (client_chunk_pool_limit).
  *  4. Back-pressure: when a client's unsent replies pass output-pause-bytes it is not read (nor
  *     are its already-buffered requests parsed) until they drain below half of that; then its
  *     buffered requests are processed at once (no new data may ever arrive to wake us).
@@ -25,6 +30,12 @@
  *     may still be in the pass's event array. CLIENT_CLOSE_AFTER_REPLY (QUIT, protocol errors,
  *     SHUTDOWN) stops reading and closes once the output is out; CLIENT_CLOSE_ASAP closes without
  *     writing more.
+ *  6. Output limits (Redis's client-output-buffer-limit, memcap.c note 4): after each command, a
+ *     client whose unsent replies reach the worker's obl_min (the smaller of the normal class's
+ *     hard and soft limits; UINT64_MAX without either) or whose soft clock runs is checked; one past
+ *     hard, or past soft for longer than soft_seconds, is closed at once without its replies. The
+ *     check is one compare per command; back-pressure (note 4) still pauses a client at
+ *     output-pause-bytes whatever the limits, so a client that never reads holds at most about that.
  */
 #include "server/server_int.h"
 #include "server/conn.h"
@@ -85,7 +96,7 @@ static void chunk_release_list(worker *w, resp_chunk *k)
 {
 	while (k) {
 		resp_chunk *next = k->next;
-		if (k->cap == CHUNK_CAP && w->chunk_pool_len < CHUNK_POOL_MAX) {
+		if (k->cap == CHUNK_CAP && w->chunk_pool_len < w->chunk_pool_max) {
 			k->next = w->chunk_pool;
 			w->chunk_pool = k;
 			w->chunk_pool_len++;
@@ -94,6 +105,24 @@ static void chunk_release_list(worker *w, resp_chunk *k)
 			free(k);
 		}
 		k = next;
+	}
+}
+
+/* The pool's size: CHUNK_POOL_MAX, or under --maxmemory 1/32 of the cap shared by the workers
+ * (at least 4 chunks each), the idle chunks past it freed now (note 3). */
+void client_chunk_pool_limit(worker *w)
+{
+	uint64_t cap = __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED);
+	uint64_t max = CHUNK_POOL_MAX;
+	if (cap)
+		max = SPW_MAX(SPW_MIN(cap / 32 / (uint64_t)SPW_MAX(g_srv.nworkers, 1) / CHUNK_BYTES, max), 4);
+	w->chunk_pool_max = (uint32_t)max;
+	while (w->chunk_pool_len > w->chunk_pool_max) {
+		resp_chunk *k = w->chunk_pool;
+		w->chunk_pool = k->next;
+		w->chunk_pool_len--;
+		w->buf_bytes -= (int64_t)CHUNK_BYTES;
+		free(k);
 	}
 }
 
@@ -163,12 +192,7 @@ void client_create(worker *w, conn *cn, const struct sockaddr_storage *peer)
 
 	if (!c)
 		goto fail;
-	c->rbuf = malloc(RBUF_DEFAULT);
-	if (!c->rbuf)
-		goto fail;
-	c->rcap = RBUF_DEFAULT;
-	w->buf_bytes += RBUF_DEFAULT;
-	c->conn = *cn;
+	c->conn = *cn;   /* no read buffer until the first read (note 2) */
 	c->w = w;
 	c->self_op.c = c;
 	c->id = atomic_fetch_add_explicit(&g_srv.next_client_id, 1, memory_order_relaxed);
@@ -203,13 +227,7 @@ void client_create(worker *w, conn *cn, const struct sockaddr_storage *peer)
 	return;
 fail:
 	spw_log(SPW_LOG_WARNING, errno, "Error registering a client connection");
-	if (c) {
-		if (c->rbuf) {
-			free(c->rbuf);
-			w->buf_bytes -= RBUF_DEFAULT;
-		}
-		free(c);
-	}
+	free(c);
 	conn_close(cn);
 	atomic_fetch_sub_explicit(&g_srv.nclients, 1, memory_order_relaxed);
 }
@@ -273,12 +291,14 @@ static bool rbuf_make_room(worker *w, client *c)
 		c->rlen = pending;
 		return true;
 	}
-	/* Grow: exactly what a known big request needs, else double. */
-	size_t cap = hint ? SPW_ALIGN_UP(hint + RBUF_MIN_ROOM, 4096) : SPW_MAX(c->rcap * 2, need);
+	/* Grow: exactly what a known big request needs, else double (the first: the default). */
+	size_t cap = hint ? SPW_ALIGN_UP(hint + RBUF_MIN_ROOM, 4096)
+	                  : SPW_MAX(SPW_MAX(c->rcap * 2, need), (size_t)RBUF_DEFAULT);
 	char *nb = malloc(cap);
 	if (!nb)
 		return false;
-	memcpy(nb, c->rbuf + c->rpos, pending);
+	if (pending)
+		memcpy(nb, c->rbuf + c->rpos, pending);
 	free(c->rbuf);
 	w->buf_bytes += (int64_t)cap - (int64_t)c->rcap;
 	c->rbuf = nb;
@@ -286,6 +306,18 @@ static bool rbuf_make_room(worker *w, client *c)
 	c->rpos = 0;
 	c->rlen = pending;
 	return true;
+}
+
+/* An idle client's empty read buffer goes (worker_cron, with --maxmemory): the next read
+ * allocates the default again (note 2). */
+void client_rbuf_release(worker *w, client *c)
+{
+	if (!c->rcap || c->rlen || resp_parser_hint(&c->parser))
+		return;
+	free(c->rbuf);
+	w->buf_bytes -= (int64_t)c->rcap;
+	c->rbuf = NULL;
+	c->rcap = c->rpos = 0;
 }
 
 static void rbuf_shrink(worker *w, client *c)
@@ -333,6 +365,8 @@ void client_process_input(worker *w, client *c)
 				client_close_async(c);
 				break;
 			}
+			if (SPW_UNLIKELY(c->out.bytes >= w->obl_min || c->obl_soft_since) && client_obl_check(w, c))
+				break;
 			if (SPW_UNLIKELY(c->out.bytes > pause))
 				c->flags |= CLIENT_READ_PAUSED;
 			continue;
@@ -420,6 +454,36 @@ void client_read(worker *w, client *c)
 		client_close_async(c);
 		return;
 	}
+}
+
+/* ---------------- output limits (note 6) ---------------- */
+
+bool client_obl_check(worker *w, client *c)
+{
+	const client_obl *l = &g_cfg.obl[SPW_OBL_NORMAL];
+	uint64_t hard = __atomic_load_n(&l->hard, __ATOMIC_RELAXED);
+	uint64_t soft = __atomic_load_n(&l->soft, __ATOMIC_RELAXED);
+	uint64_t secs = __atomic_load_n(&l->soft_seconds, __ATOMIC_RELAXED);
+	uint64_t used = c->out.bytes;
+	bool over = hard && used >= hard;
+	if (soft && used >= soft) {
+		/* As Redis: the first time only starts the clock; past soft_seconds it is reached. */
+		if (!c->obl_soft_since)
+			c->obl_soft_since = w->now_ms ? w->now_ms : 1;
+		else if ((uint64_t)(w->now_ms - c->obl_soft_since) > secs * 1000)
+			over = true;
+	} else {
+		c->obl_soft_since = 0;
+	}
+	if (!over)
+		return false;
+	char info[1024];
+	client_info_format(c, info, sizeof(info));
+	spw_log(SPW_LOG_WARNING, 0, "Client %s scheduled to be closed ASAP for overcoming of output "
+	        "buffer limits.", info);
+	w->stats.obl_closed++;
+	client_close_async(c);
+	return true;
 }
 
 /* ---------------- write ---------------- */

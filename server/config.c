@@ -53,7 +53,8 @@
 spw_config g_cfg;
 _Atomic uint32_t g_cfg_version;
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT, OPT_SAVE };
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT, OPT_SAVE,
+                OPT_OBL };
 
 #define OPT_MUTABLE  (1u << 0)   /* CONFIG SET may change it while the server runs */
 #define OPT_CLI_ONLY (1u << 1)   /* a start-up flag only (--config): not in CONFIG GET */
@@ -101,6 +102,7 @@ static pthread_mutex_t save_lock = PTHREAD_MUTEX_INITIALIZER;
 static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
 static void apply_device_fault(void) { server_device_fault_apply(); }
 static void apply_persist(void) { persist_config_changed(); }
+static void apply_memcap(void) { memcap_config_changed(); }
 
 #define FIELD(f) offsetof(spw_config, f), sizeof(((spw_config *)0)->f)
 #define NOFIELD 0, 0
@@ -216,12 +218,23 @@ static const spw_option options[] = {
 	  policy_names, NULL, "noeviction (writes get -OOM once a budget is reached), or a Redis "
 	  "evicting policy: with --disk-max the oldest segments are dropped (allkeys-*: every key in "
 	  "them; volatile-*: the keys with an expiry, the others are copied)" },
-	/* Reported for tools that ask; this server has no eviction. */
-	{ "maxmemory", NULL, OPT_CONST, 0, 0, 0, "0", NOFIELD, NULL, NULL,
-	  "read-only: 0 (the log's size is --memory)" },
+	/* The memory cap (memcap.c). */
+	{ "maxmemory", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "0", FIELD(maxmemory), NULL, apply_memcap,
+	  "bytes everything the server allocates may take: log pages, index, IO, client and AOF buffers "
+	  "(0 = no cap). --memory and --index must fit inside it with room for client buffers; left "
+	  "out, --memory is sized from it. Past it writes get -OOM (noeviction)" },
+	{ "client-output-buffer-limit", NULL, OPT_OBL, OPT_MUTABLE | OPT_MULTIARG, 0, 0,
+	  "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60", FIELD(obl), NULL, NULL,
+	  "Redis's \"<class> <hard> <soft> <soft seconds>\" (class normal, replica or pubsub): a client "
+	  "whose unsent replies pass hard bytes, or stay past soft bytes for soft seconds, is closed "
+	  "(0 = no limit)" },
 };
 
 #define NOPTIONS ((int)SPW_ARRAY_LEN(options))
+
+/* The options the last config_load read from the config file or the command line, and those
+ * start-up sized from others (config_option_sized). */
+static bool option_given[NOPTIONS], option_sized[NOPTIONS];
 
 /* ---------------- lookup and value parsing ---------------- */
 
@@ -419,6 +432,8 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 	}
 	case OPT_SAVE:
 		return save_parse(v, n, (save_rules *)field_ptr(cfg, o), err, errlen);
+	case OPT_OBL:
+		return memcap_obl_parse(v, n, (client_obl *)field_ptr(cfg, o), err, errlen);
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
@@ -459,6 +474,12 @@ static const char *option_format(const spw_option *o, char *buf, size_t cap)
 			                      (long long)r.r[i].seconds, (long long)r.r[i].changes);
 		return buf;
 	}
+	case OPT_OBL: {
+		client_obl obl[SPW_OBL_CLASSES];
+		for (int i = 0; i < SPW_OBL_CLASSES * 3; i++)
+			((uint64_t *)obl)[i] = __atomic_load_n((const uint64_t *)p + i, __ATOMIC_RELAXED);
+		return memcap_obl_format(obl, buf, cap);
+	}
 	}
 	return "";
 }
@@ -476,6 +497,10 @@ static void option_publish(const spw_option *o, const spw_config *src)
 	case OPT_STRING:
 	case OPT_FAULT: memcpy(d, s, o->size); break;   /* not read on the request path */
 	case OPT_CONST: break;
+	case OPT_OBL:   /* read by the workers (memcap_obl_refresh): word by word, as OPT_SIZE */
+		for (size_t i = 0; i < o->size / sizeof(uint64_t); i++)
+			__atomic_store_n((uint64_t *)d + i, ((const uint64_t *)s)[i], __ATOMIC_RELAXED);
+		break;
 	case OPT_SAVE:
 		pthread_mutex_lock(&save_lock);
 		memcpy(d, s, o->size);
@@ -562,6 +587,7 @@ static int config_apply_words(char **words, int n, char *err, size_t errlen)
 		snprintf(err, errlen, "bad value for '%s' '%.200s': %s", words[0], val, why);
 		return -EINVAL;
 	}
+	option_given[o - options] = true;
 	return 0;
 }
 
@@ -638,6 +664,7 @@ void config_print_help(void)
 		case OPT_CONST: type = "<fixed>"; break;
 		case OPT_FAULT: type = "<spec>"; break;
 		case OPT_SAVE: type = "\"<sec> <changes> ...\""; break;
+		case OPT_OBL: type = "\"<class> <hard> <soft> <sec> ...\""; break;
 		}
 		snprintf(buf, sizeof(buf), "--%s %s", o->name, type);
 		printf("  %-36s %s", buf, o->help);
@@ -646,7 +673,7 @@ void config_print_help(void)
 		if (!strcmp(o->name, "threads"))
 			printf(" (default: 0 = %ld here)", ncpu > 0 ? ncpu : 1);
 		else if (o->type == OPT_STRING || o->type == OPT_CONST || o->type == OPT_FAULT ||
-		         o->type == OPT_SAVE)
+		         o->type == OPT_SAVE || o->type == OPT_OBL)
 			printf(" (default: \"%s\")", o->def);
 		else
 			printf(" (default: %s)", o->def);
@@ -709,9 +736,24 @@ static int config_check(void)
 
 static int config_load_args(int argc, char **argv);
 
+bool config_option_given(const char *name)
+{
+	const spw_option *o = option_find(name, strlen(name));
+	return o && option_given[o - options];
+}
+
+void config_option_sized(const char *name)
+{
+	const spw_option *o = option_find(name, strlen(name));
+	if (o)
+		option_sized[o - options] = true;
+}
+
 int config_load(int argc, char **argv)
 {
 	config_defaults();
+	memset(option_given, 0, sizeof(option_given));
+	memset(option_sized, 0, sizeof(option_sized));
 	reading_startup = true;
 	startup_save_seen = false;
 	int rc = config_load_args(argc, argv);
@@ -802,6 +844,7 @@ static int config_load_args(int argc, char **argv)
 			fprintf(stderr, "spillway: bad value for --%.*s '%s': %s\n", (int)nlen, name, val, why);
 			return -EINVAL;
 		}
+		option_given[o - options] = true;
 	}
 	if (g_cfg.threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -953,11 +996,12 @@ static void config_quote(FILE *fp, const char *v)
 }
 
 /* An option's value and the line's end for the config file. save's rules go unquoted, as Redis
- * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none. */
+ * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none; so do
+ * client-output-buffer-limit's groups (Redis reads them from one line too). */
 static void config_value_write(FILE *fp, const spw_option *o, char *buf, size_t cap)
 {
 	const char *v = option_format(o, buf, cap);
-	if (o->type == OPT_SAVE && v[0])
+	if ((o->type == OPT_SAVE || o->type == OPT_OBL) && v[0])
 		fputs(v, fp);
 	else
 		config_quote(fp, v);
@@ -972,6 +1016,8 @@ static bool config_line_unchanged(const spw_option *o, char **words, int n)
 	size_t k = 0;
 	if (n < 2 || o->type == OPT_CONST)
 		return o->type == OPT_CONST;
+	if (o->type == OPT_OBL)
+		return false;   /* a line may give one class of several: write the whole value once */
 	if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
 		return true;   /* resolved at start-up (0 = cores, "." = cwd) and immutable: keep as written */
 	for (int i = 1; i < n && k < sizeof(val); i++)
@@ -1042,8 +1088,9 @@ int config_rewrite(char *err, size_t errlen)
 		if (option_parse(o, o->def, strlen(o->def), &d, def, sizeof(def)) == 0 &&
 		    !memcmp((char *)&d + o->off, (char *)&g_cfg + o->off, o->size))
 			continue;
-		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
-			continue;   /* resolved at start-up (cores, absolute path): not a user choice */
+		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir") || option_sized[i])
+			continue;   /* resolved at start-up (cores, absolute path, sized from --maxmemory): not
+			             * a user choice */
 		fprintf(out, "%s ", o->name);
 		config_value_write(out, o, buf, sizeof(buf));
 	}

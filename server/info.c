@@ -19,6 +19,11 @@
  *     RESETSTAT baselines kept here since the store's counters only grow (tier_queue_depth_max is a
  *     maximum, not reset); "# Store" names the device and shows the sticky store error
  *     (Log.StoreError); "# Memory" adds the log's pages in memory and the index bytes per key.
+ *  5. "# Memory" shows used_memory and its parts as the memory cap counts them (memcap.c note 1),
+ *     under Redis 7.0's names where Redis has the field (used_memory_dataset is the log's pages,
+ *     used_memory_overhead the rest, used_memory_dataset_perc the log's share of used_memory
+ *     (Redis leaves its start-up usage out of that share), mem_clients_normal and mem_aof_buffer the client and AOF
+ *     parts) and used_memory_<part> for each part; the parts add up to used_memory exactly.
  */
 #include "server/server_int.h"
 #include "device/device.h"
@@ -242,26 +247,25 @@ static void info_clients(sbuf *b)
 	          __atomic_load_n(&g_cfg.maxclients, __ATOMIC_RELAXED));
 }
 
+/* config_get_matching's callback: the value of the one option asked for. */
+static void option_value_copy(void *ctx, const char *name, const char *value)
+{
+	(void)name;
+	snprintf(ctx, 32, "%s", value);
+}
+
+/* Redis 7.0's # Memory fields that this server can fill, in Redis's order, with the parts of
+ * used_memory (memcap.c note 1) after its dataset lines, then the log's own (note 4). */
 static void info_memory(sbuf *b, const hlog_info *hi)
 {
-	static _Atomic uint64_t peak;
-	char h1[32], h2[32], h3[32], h4[32];
-	uint64_t log_bytes = hi->allocated_pages * hi->page_bytes;
-	uint64_t index_bytes = hi->index.memory_bytes + hi->index.overflow_bytes;
-	int64_t bufs = 0;
-	for (int i = 0; i < g_srv.nworkers; i++)
-		bufs += __atomic_load_n(&g_srv.workers[i].buf_bytes, __ATOMIC_RELAXED);
-	uint64_t clients = atomic_load_explicit(&g_srv.nclients, memory_order_relaxed);
-	uint64_t buffers = (uint64_t)(bufs > 0 ? bufs : 0) + clients * sizeof(client);
-	uint64_t used = log_bytes + index_bytes + buffers;
-	uint64_t p = atomic_load(&peak);
-	while (used > p && !atomic_compare_exchange_weak(&peak, &p, used))
-		;
-	if (used > p)
-		p = used;
-	uint64_t rss = rss_bytes();
+	char h1[32], h2[32], h3[32], h4[32], h5[32], policy[32] = "";
+	memcap_usage u;
+	memcap_usage_get(hi, &u);
+	uint64_t peak = SPW_MAX(memcap_peak(), u.total), rss = rss_bytes();
+	uint64_t startup = memcap_startup_bytes(), cap = __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED);
 	struct sysinfo si;
 	uint64_t total = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0;
+	config_get_matching("maxmemory-policy", 16, option_value_copy, policy);
 	sb_printf(b, "# Memory\r\n"
 	          "used_memory:%llu\r\n"
 	          "used_memory_human:%s\r\n"
@@ -269,26 +273,44 @@ static void info_memory(sbuf *b, const hlog_info *hi)
 	          "used_memory_rss_human:%s\r\n"
 	          "used_memory_peak:%llu\r\n"
 	          "used_memory_peak_human:%s\r\n"
-	          "used_memory_log:%llu\r\n"
+	          "used_memory_peak_perc:%.2f%%\r\n"
+	          "used_memory_overhead:%llu\r\n"
+	          "used_memory_startup:%llu\r\n"
+	          "used_memory_dataset:%llu\r\n"
+	          "used_memory_dataset_perc:%.2f%%\r\n",
+	          (unsigned long long)u.total, human(h1, sizeof(h1), u.total), (unsigned long long)rss,
+	          human(h2, sizeof(h2), rss), (unsigned long long)peak, human(h3, sizeof(h3), peak),
+	          peak ? 100.0 * (double)u.total / (double)peak : 0.0,
+	          (unsigned long long)(u.total - u.log), (unsigned long long)startup,
+	          (unsigned long long)u.log, u.total ? 100.0 * (double)u.log / (double)u.total : 0.0);
+	sb_printf(b, "used_memory_log:%llu\r\n"
 	          "used_memory_index:%llu\r\n"
-	          "used_memory_buffers:%llu\r\n"
+	          "used_memory_io:%llu\r\n"
+	          "used_memory_clients:%llu\r\n"
+	          "used_memory_aof:%llu\r\n"
 	          "total_system_memory:%llu\r\n"
 	          "total_system_memory_human:%s\r\n"
-	          "maxmemory:0\r\n"
-	          "maxmemory_human:0B\r\n"
-	          "maxmemory_policy:noeviction\r\n"
-	          "log_max_memory:%llu\r\n"
+	          "maxmemory:%llu\r\n"
+	          "maxmemory_human:%s\r\n"
+	          "maxmemory_policy:%s\r\n"
+	          "mem_fragmentation_ratio:%.2f\r\n"
+	          "mem_fragmentation_bytes:%lld\r\n"
+	          "mem_not_counted_for_evict:0\r\n"
+	          "mem_clients_normal:%llu\r\n"
+	          "mem_aof_buffer:%llu\r\n",
+	          (unsigned long long)u.log, (unsigned long long)u.index, (unsigned long long)u.io,
+	          (unsigned long long)u.clients, (unsigned long long)u.aof, (unsigned long long)total,
+	          human(h4, sizeof(h4), total), (unsigned long long)cap, human(h5, sizeof(h5), cap), policy,
+	          u.total ? (double)rss / (double)u.total : 0.0, (long long)rss - (long long)u.total,
+	          (unsigned long long)u.clients, (unsigned long long)u.aof);
+	sb_printf(b, "log_max_memory:%llu\r\n"
 	          "log_pages_in_memory:%llu\r\n"
 	          "log_page_bytes:%llu\r\n"
 	          "index_bytes_per_key:%.2f\r\n"
 	          "mem_allocator:libc\r\n",
-	          (unsigned long long)used, human(h1, sizeof(h1), used), (unsigned long long)rss,
-	          human(h2, sizeof(h2), rss), (unsigned long long)p, human(h3, sizeof(h3), p),
-	          (unsigned long long)log_bytes, (unsigned long long)index_bytes,
-	          (unsigned long long)buffers, (unsigned long long)total, human(h4, sizeof(h4), total),
 	          (unsigned long long)hi->memory_bytes, (unsigned long long)hi->allocated_pages,
 	          (unsigned long long)hi->page_bytes,
-	          hi->keys ? (double)index_bytes / (double)hi->keys : 0.0);
+	          hi->keys ? (double)u.index / (double)hi->keys : 0.0);
 }
 
 static void info_persistence(sbuf *b)

@@ -60,10 +60,15 @@ void reply_err_store(client *c, int err)
 {
 	switch (err) {
 	case SPW_E_LOG_FULL:
-		reply_error(c, g_srv.dev ? "OOM log memory full: the device cannot take pages fast enough "
-		                           "(raise --memory)"
-		                         : "OOM log memory full: no storage tier to spill to (raise --memory, "
-		                           "or run with --storage-tier)");
+		if (g_srv.dev)
+			reply_error(c, "OOM log memory full: the device cannot take pages fast enough (raise "
+			               "--memory)");
+		else if (g_cfg.maxmemory && !config_option_given("memory"))
+			reply_error(c, "OOM log memory full: the log's share of 'maxmemory' is used up (raise "
+			               "--maxmemory, or run with --storage-tier)");   /* memcap.c note 2 */
+		else
+			reply_error(c, "OOM log memory full: no storage tier to spill to (raise --memory, or run "
+			               "with --storage-tier)");
 		break;
 	case SPW_E_STORE_ERROR:
 		c->w->stats.io_errors++;

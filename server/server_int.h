@@ -32,6 +32,13 @@ typedef struct save_rules {
 	save_rule r[CONFIG_SAVE_MAX];
 } save_rules;
 
+/* One class of Redis's client-output-buffer-limit: a client whose unsent replies pass hard bytes,
+ * or stay above soft bytes for soft_seconds, is closed (0 = no limit). */
+typedef struct client_obl {
+	uint64_t hard, soft, soft_seconds;
+} client_obl;
+enum { SPW_OBL_NORMAL, SPW_OBL_REPLICA, SPW_OBL_PUBSUB, SPW_OBL_CLASSES };
+
 typedef struct spw_config {
 	char bind[256];
 	int port;
@@ -76,6 +83,9 @@ typedef struct spw_config {
 	uint64_t compaction_io_limit; /* --compaction-io-limit: bytes/s compaction reads + writes (0 = no limit) */
 	uint64_t disk_max;            /* --disk-max: bytes of disk the data may take (0 = no limit) */
 	int maxmemory_policy;         /* maxmemory-policy: SPW_POLICY_* */
+	/* The memory cap (memcap.c). */
+	uint64_t maxmemory;           /* --maxmemory: bytes everything the server allocates may take (0 = no cap) */
+	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
 } spw_config;
 
 /* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
@@ -123,6 +133,12 @@ void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void 
 int config_rewrite(char *err, size_t errlen);
 /* A consistent copy of the save rules (CONFIG SET may change them meanwhile). */
 void config_save_rules(save_rules *out /* out */);
+/* Whether the last config_load set the option (by its name or alias) on the command line or in the
+ * config file, rather than leaving the table's default (memcap.c sizes what the user left). */
+bool config_option_given(const char *name);
+/* Start-up set the option from others (memcap.c: --memory from --maxmemory): CONFIG REWRITE leaves
+ * it out, so that the next start sizes it again. */
+void config_option_sized(const char *name);
 /* Reset g_cfg to the table's defaults (config_load does this first). */
 void config_defaults(void);
 /* With --storage-tier, --memory must hold at least this many --page pages. */
@@ -205,6 +221,7 @@ struct client {
 	uint32_t sg_keys;             /* keys of the covered requests */
 	size_t sg_scan;               /* bytes after rpos parsed by the look-ahead (the covered end) */
 	uint64_t save_ticket;         /* CLIENT_SAVE_WAIT: the checkpoint request it waits for */
+	int64_t obl_soft_since;       /* ms its unsent replies first passed the soft output limit, 0 = below */
 };
 
 struct spw_command;
@@ -228,6 +245,7 @@ struct spw_command;
 	X(errors,          SRV_CTR_STATS, "total_error_replies", "error replies (reply_error)") \
 	X(reads,           SRV_CTR_STATS, "total_reads_processed", "socket reads that moved bytes") \
 	X(writes,          SRV_CTR_STATS, "total_writes_processed", "socket writes that moved bytes") \
+	X(obl_closed,      SRV_CTR_STATS, "client_output_buffer_limit_disconnections", "clients closed for passing client-output-buffer-limit (Redis 7.2's name)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -272,6 +290,7 @@ struct worker {
 	client *pending;              /* clients with replies waiting to be written */
 	resp_chunk *chunk_pool;       /* free reply chunks */
 	uint32_t chunk_pool_len;
+	uint32_t chunk_pool_max;      /* idle chunks kept (client_chunk_pool_limit) */
 	uint8_t *scratch;             /* per-worker scratch for commands (RENAME, GETRANGE, ...) */
 	size_t scratch_cap;
 	int64_t now_ms;               /* clock read once per loop pass */
@@ -283,7 +302,10 @@ struct worker {
 	pthread_mutex_t clients_lock; /* guards the client LIST (not the clients' fields): taken by the
 	                               * owner on connect/close and by CLIENT LIST/KILL elsewhere */
 	worker_stats stats_base;      /* CONFIG RESETSTAT baseline: reported = stats - stats_base */
-	int64_t buf_bytes;            /* bytes held by read buffers and reply chunks (a gauge) */
+	int64_t buf_bytes;            /* bytes held by read buffers, reply chunks and scratch (a gauge) */
+	uint64_t aof_buf_bytes;       /* its AOF writer's buffer (a gauge, memcap.c) */
+	uint64_t obl_min;             /* unsent reply bytes past which client_obl_check runs (UINT64_MAX: never) */
+	int64_t mem_check_ms;         /* memcap_worker_check's last look at the cap */
 	int64_t next_cron_ms;         /* next idle-client timeout check */
 	uint32_t cfg_version;         /* g_cfg_version last applied */
 	uint64_t cmd_clock;           /* command timing: server_ticks() at the end of the last command */
@@ -383,6 +405,9 @@ void client_process_input(worker *w, client *c);
 void client_pending_add(worker *w, client *c);  /* write, close or re-arm c at the end of the pass */
 void client_pending_flush(worker *w);
 void client_chunk_pool_free(worker *w);
+void client_chunk_pool_limit(worker *w);
+#define RBUF_IDLE_MS 2000              /* with --maxmemory: an idle client's empty read buffer goes */
+void client_rbuf_release(worker *w, client *c);
 /* park.c: clients on the storage tier. */
 client_op *client_op_begin(worker *w, client *c);
 void client_park(worker *w, client *c, client_op *op, size_t consumed);
@@ -393,6 +418,44 @@ void client_tier_forget(worker *w, client *c);
 void client_sg_free(client *c);
 void worker_op_ready(void *cb_arg, void *op_ctx);   /* the store's ready callback */
 void worker_io_pass(worker *w);
+
+/* ---------------- the memory cap (memcap.c) ---------------- */
+
+/* What the server allocates, by part (memcap.c note 1): INFO # Memory and the -OOM gate. */
+typedef struct memcap_usage {
+	uint64_t log;                 /* log pages in memory */
+	uint64_t index;               /* the hash index and its overflow buckets */
+	uint64_t io;                  /* the log's read and fetch buffers */
+	uint64_t clients;             /* client structs, query and reply buffers, reply pools, scratch */
+	uint64_t aof;                 /* the AOF writers' buffers */
+	uint64_t total;               /* used_memory: the sum */
+} memcap_usage;
+/* The parts now, from the store's figures hi (hlog_info_get) and the workers' gauges; relaxed
+ * snapshots (info.c note 1). Also raises the peak. */
+void memcap_usage_get(const hlog_info *hi, memcap_usage *out /* out */);
+uint64_t memcap_peak(void);
+/* used_memory once the store was open, before any client (INFO used_memory_startup). */
+void memcap_startup_record(void);
+uint64_t memcap_startup_bytes(void);
+/* Start-up (start.c, after config_load): with --maxmemory, size --memory (and --index) from the cap
+ * when the user left them, or check that they fit. 0, or -1 after printing why on stderr. */
+int memcap_startup_check(void);
+/* Once per worker pass (worker.c): the -OOM gate's SPW_OOM_MEMORY bit, looked at about once a
+ * millisecond, every pass while it is set. */
+void memcap_worker_check(worker *w);
+/* What a worker caches of the cap's options (worker_config_refresh): obl_min from
+ * client-output-buffer-limit's normal class, its reply chunk pool's size. */
+void memcap_worker_refresh(worker *w);
+/* client-output-buffer-limit's value: Redis's "<class> <hard> <soft> <soft seconds>" groups; the
+ * classes named change, the others keep what cfg has. 0, or -EINVAL with Redis's reason in err. */
+int memcap_obl_parse(const char *v, size_t n, client_obl *cfg, char *err, size_t errlen);
+/* As CONFIG GET shows it (Redis 7.0: "normal 0 0 0 slave 268435456 67108864 60 pubsub ..."). */
+const char *memcap_obl_format(const client_obl *obl, char *buf, size_t cap);
+/* CONFIG SET maxmemory: a warning when the cap is below what is used now, as Redis. */
+void memcap_config_changed(void);
+/* client.c: close c when its unsent replies break client-output-buffer-limit (Redis's
+ * checkClientOutputBufferLimits); true when it was marked to close. */
+bool client_obl_check(worker *w, client *c);
 
 /* ---------------- durability (persist.c) ---------------- */
 

@@ -7,6 +7,9 @@
  * Sections: the tick clock / signals and limits / listeners / workers / the storage tier's device /
  * server_main and its steps.
  *
+ * With --maxmemory, memcap_startup_check sizes --memory and --index inside the cap (or stops
+ * start-up saying why they do not fit) before anything is opened (memcap.c note 2).
+ *
  * Order matters at both ends: the store opens after its device and closes before it (the log
  * flushes through the device as it closes); the listeners are bound before any worker thread runs,
  * so a port in use stops start-up before a connection is accepted; signals are made harmless
@@ -657,10 +660,13 @@ int server_main(int argc, char **argv)
 	spw_log(SPW_LOG_NOTICE, 0, g_cfg.config_file[0] ? "Configuration loaded" :
 	        "Warning: no config file specified, using the default config.");
 	raise_fd_limit();
+	if (memcap_startup_check() < 0)
+		return 1;   /* --memory and --index do not fit inside --maxmemory: it said why */
 
 	stale_segments_remove();
 	if (server_device_open() < 0 || server_store_open() < 0)
 		return 1;
+	memcap_startup_record();
 	int exit_code = 1;
 	if (server_logdev_open() < 0)
 		goto out;

@@ -38,7 +38,10 @@
  *     exits; the main thread joins them, closes the store and returns 0 (start.c).
  *  5. Stats are per worker and written only by their worker (no shared counter on the request
  *     path); INFO sums them with relaxed loads. The only shared atomics touched per connection are
- *     g_srv.nclients (maxclients) and g_srv.next_client_id.
+ *     g_srv.nclients (maxclients) and g_srv.next_client_id. The memory gauges (buf_bytes: read
+ *     buffers, reply chunks and the scratch; aof_buf_bytes) are kept the same way, changed where
+ *     a buffer is allocated, grown or freed, never per request; each pass ends with the memory
+ *     cap's look at them (memcap.c note 3).
  *
  * The storage tier (--storage-tier; start.c's tier_open maps Garnet's flags onto device/device.h):
  *  6. Each worker attaches its hlog session on its own thread (hlog_session_attach: the session's
@@ -356,13 +359,20 @@ void worker_aof_flush(worker *w)
 	}
 }
 
-/* Once a second when there is timed work: idle-client timeout, re-arming paused listeners. */
+/* Once a second when there is timed work: idle-client timeout, re-arming paused listeners, idle
+ * clients' read buffers under --maxmemory. */
 static void worker_cron(worker *w)
 {
 	int timeout = __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED);
 	if (w->accept_paused) {
 		w->accept_paused = false;
 		listeners_pause(w, false);
+	}
+	if (__atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED)) {
+		/* Idle clients' empty read buffers (client.c note 2): the cap counts them. */
+		for (client *c = w->clients; c; c = c->next)
+			if (c->rcap && w->now_ms - c->last_ms > RBUF_IDLE_MS && !(c->flags & CLIENT_PARKED))
+				client_rbuf_release(w, c);
 	}
 	if (timeout > 0) {
 		int64_t limit = (int64_t)timeout * 1000;
@@ -380,7 +390,8 @@ static void worker_cron(worker *w)
 
 static bool worker_has_timed_work(const worker *w)
 {
-	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused;
+	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused ||
+	       __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED) != 0;
 }
 
 static int worker_timeout(worker *w)
@@ -413,6 +424,7 @@ static void worker_config_refresh(worker *w)
 		c->parser.limits.max_bulk_len = bulk;
 		c->parser.limits.max_querybuf = qbuf;
 	}
+	memcap_worker_refresh(w);
 	if (worker_has_timed_work(w) && w->next_cron_ms > w->now_ms + 1000)
 		w->next_cron_ms = w->now_ms + 1000;
 }
@@ -516,6 +528,7 @@ void *worker_main(void *arg)
 		return NULL;
 	w->now_ms = spw_time_ms();
 	w->next_cron_ms = w->now_ms + 1000;
+	memcap_worker_refresh(w);
 	for (;;) {
 		int n = epoll_wait(w->epfd, evs, MAX_EVENTS, worker_timeout(w));
 		uint64_t t0 = spw_mono_ns();
@@ -541,6 +554,11 @@ void *worker_main(void *arg)
 			worker_cron(w);
 		client_pending_flush(w);
 		worker_scratch_trim(w);
+		if (SPW_UNLIKELY(w->aof != NULL))
+			__atomic_store_n(&w->aof_buf_bytes, aof_writer_buffer_bytes(w->aof), __ATOMIC_RELAXED);
+		else if (SPW_UNLIKELY(w->aof_buf_bytes))
+			__atomic_store_n(&w->aof_buf_bytes, 0, __ATOMIC_RELAXED);
+		memcap_worker_check(w);   /* the -OOM gate's memory bit (memcap.c note 3) */
 		w->stats.busy_ns += spw_mono_ns() - t0;
 		if (w->stopping && (!w->clients || w->now_ms >= w->stop_deadline_ms))
 			break;

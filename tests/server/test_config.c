@@ -307,9 +307,31 @@ static void test_config_set_answers_redis_error_texts(void **state)
 	assert_int_equal(g_cfg.proto_max_bulk_len, 10ULL << 20);
 	assert_int_equal(set1("loglevel", "debug", err, sizeof(err)), 0);
 	assert_int_equal(spw_log_level, SPW_LOG_DEBUG);
-	/* read-only reported options accept their one value */
-	assert_int_equal(set1("maxmemory", "0", err, sizeof(err)), 0);
-	assert_int_equal(set1("maxmemory", "1", err, sizeof(err)), -EINVAL);
+	assert_int_equal(set1("maxmemory", "100mb", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.maxmemory, 100ULL << 20);
+	/* client-output-buffer-limit: Redis 7.0's grammar, errors and CONFIG GET form */
+	assert_int_equal(set1("client-output-buffer-limit", "normal 1mb 512kb 10", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].hard, 1ULL << 20);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].soft, 512ULL << 10);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].soft_seconds, 10);
+	assert_int_equal(g_cfg.obl[SPW_OBL_REPLICA].hard, 256ULL << 20);   /* untouched */
+	assert_int_equal(set1("client-output-buffer-limit", "replica 1mb 1mb 1", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.obl[SPW_OBL_REPLICA].soft_seconds, 1);
+	assert_int_equal(set1("client-output-buffer-limit", "", err, sizeof(err)), 0);
+	assert_int_equal(set1("client-output-buffer-limit", "wrong number", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Wrong number of arguments in buffer "
+	                         "limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "master 10mb 10mb 60", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Invalid client class specified in "
+	                         "buffer limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "normal 10mb 10mb -1", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'client-output-buffer-limit') - Error in hard, soft or soft_seconds "
+	                         "setting in buffer limit configuration.");
+	assert_int_equal(set1("client-output-buffer-limit", "normal 10mbs 0 0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(g_cfg.obl[SPW_OBL_NORMAL].hard, 1ULL << 20);   /* all or nothing */
 	config_defaults();
 }
 
@@ -365,7 +387,7 @@ static void test_config_get_matches_globs_without_case(void **state)
 	seen s = { .n = 0 };
 	config_defaults();
 	config_get_matching("MAX*", 4, collect, &s);
-	assert_int_equal(s.n, 2);
+	assert_int_equal(s.n, 3);   /* maxclients, maxmemory-policy, maxmemory */
 	assert_true(seen_find(&s, "maxclients") >= 0);
 	assert_string_equal(s.values[seen_find(&s, "maxmemory")], "0");
 
@@ -511,6 +533,43 @@ static void test_config_rewrite_keeps_comments_and_writes_current_values(void **
 	config_defaults();
 }
 
+static void test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/spw_test_conf_XXXXXX";
+	char err[512];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	/* Redis's config files give one class a line. */
+	write_file(path, "client-output-buffer-limit normal 0 0 0\nclient-output-buffer-limit pubsub 1mb 1mb 1\n");
+	char *argv[] = { "s", "--config", path, "--maxmemory", "64mb" };
+	assert_int_equal(config_load(ARGC(argv), argv), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.index_bytes, 4ULL << 20);    /* 1/16 of the cap */
+	assert_int_equal(g_cfg.page_bytes, 4ULL << 20);     /* halved until the log holds 8 pages */
+	assert_int_equal(g_cfg.memory_bytes, 52ULL << 20);  /* 64 - 4 - 8 (the reserve) */
+	assert_int_equal(g_cfg.obl[SPW_OBL_PUBSUB].soft_seconds, 1);
+	assert_int_equal(config_rewrite(err, sizeof(err)), 0);
+	const char *text = read_file(path);
+	assert_non_null(strstr(text, "client-output-buffer-limit normal 0 0 0 slave 268435456 67108864 60 "
+	                             "pubsub 1048576 1048576 1\n"));
+	assert_non_null(strstr(text, "maxmemory 67108864\n"));
+	assert_null(strstr(text, "\nmemory "));   /* sized: the next start sizes it again */
+	assert_null(strstr(text, "\nindex "));
+	assert_null(strstr(text, "\npage "));
+	unlink(path);
+
+	char *given[] = { "s", "--maxmemory", "64mb", "--memory", "60mb", "--page", "1mb" };
+	assert_int_equal(config_load(ARGC(given), given), 0);
+	assert_int_equal(memcap_startup_check(), -1);   /* 60 + 4 + 8 > 64 */
+	char *fits[] = { "s", "--maxmemory", "64mb", "--memory", "48mb", "--page", "1mb" };
+	assert_int_equal(config_load(ARGC(fits), fits), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.memory_bytes, 48ULL << 20);
+	config_defaults();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +587,7 @@ int main(void)
 		cmocka_unit_test(test_durability_options_take_redis_and_garnet_names),
 		cmocka_unit_test(test_config_rewrite_needs_a_config_file),
 		cmocka_unit_test(test_config_rewrite_keeps_comments_and_writes_current_values),
+		cmocka_unit_test(test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
