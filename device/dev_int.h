@@ -44,6 +44,11 @@ int dev_segtab_open(dev *d);
 void dev_segtab_close(dev *d);
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h);
 int dev_seg_remove(dev *d, uint64_t seg);
+/* A visitor of dev_segtab_each_open: segment seg has the open handle h. Nonzero stops the walk. */
+typedef int (*dev_seg_open_fn)(dev *d, uint64_t seg, int64_t h, void *ctx);
+/* Call fn for every open handle in the table, in segment order; returns fn's first nonzero result,
+ * else 0. The caller holds the table lock or owns the table alone (close). */
+int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx);
 
 /* Resolve segment seg: 0 with *h, 1 = absent (reading), -ENOENT = removed, -EINVAL = out of range,
  * other -errno from open/create. The fast path is two loads. */
@@ -80,6 +85,8 @@ int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool dir
 void dev_files_close(dev *d);
 /* fdatasync every open segment file. */
 int dev_files_sync(dev *d);
+/* Unlink every <prefix><n> with n < until, the ones never opened by this process included. */
+void dev_files_purge_below(dev_segtab *t, uint64_t until);
 
 /* Backend constructors (the registry in device.c calls them). */
 int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
