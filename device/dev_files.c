@@ -1,9 +1,10 @@
 /*
  * dev_files.c - the segment files that the file backends (uring, libaio, posix) share: opening and
- * creating them, preallocation, the folder walk behind reopening, truncation and disk usage, the
- * O_DIRECT probe, and dev_sync. Invariants 1, 2, 5 and 6 of device.c hold here.
+ * creating them, preallocation in steps ahead of the writes, the folder walk behind reopening,
+ * truncation and disk usage, the O_DIRECT probe, and dev_sync. Invariants 1, 2, 5 and 6 of device.c
+ * hold here.
  *
- * Sections: segment files.
+ * Sections: preallocation; segment files.
  */
 #include "device/dev_int.h"
 
@@ -15,6 +16,70 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ---- preallocation (device.c note 6) -------------------------------------------------------- */
+
+/* fallocate failed with e (other than ENOSPC at creation): a file system that cannot preallocate is
+ * not asked again; anything else is said once. The writes go on either way, into blocks the file
+ * system allocates as they come: preallocation is for speed and layout, never for correctness. */
+static void dev_prealloc_failed(dev_segtab *t, int e)
+{
+	bool off = e == EOPNOTSUPP || e == ENOSYS || e == EINVAL;
+	if (off)
+		atomic_store(&t->prealloc_off, true);
+	if (!atomic_exchange(&t->prealloc_warned, true))
+		spw_log(SPW_LOG_NOTICE, e, "device: cannot preallocate segment files in %s%s", t->dir,
+		        off ? "; writes allocate as they go" : "");
+}
+
+/* The first step of a new segment file, before its handle is published (so e->reserved is set
+ * before any writer can read it). -ENOSPC when the disk cannot take it: the write that creates the
+ * segment fails now rather than in the middle of it. Lock held. */
+static int dev_file_reserve_first(dev *d, int fd, dev_seg_ent *e)
+{
+	dev_segtab *t = d->segs;
+	uint64_t len = t->prealloc_step;
+
+	if (!atomic_load(&t->prealloc_off) && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)len) < 0) {
+		int err = errno;
+		if (err == ENOSPC)
+			return -ENOSPC;
+		dev_prealloc_failed(t, err);
+		len = d->segment_bytes;   /* not again for this segment */
+	}
+	if (atomic_load(&t->prealloc_off))
+		len = d->segment_bytes;
+	atomic_store_explicit(&e->reserved, len >= d->segment_bytes ? DEV_RESERVED_ALL : len,
+	                      memory_order_relaxed);
+	return 0;
+}
+
+/*
+ * The write [off, end) came within prealloc_ahead of the reserved end: claim the steps up to the
+ * first step boundary at least prealloc_ahead past end with one CAS (so among writers racing here
+ * exactly one claims each range, and the others see it claimed and go on), then preallocate them.
+ * The range starts at the old reserved end, or at the step holding off when the write jumped past
+ * it, so a gap the writes skipped stays a hole.
+ */
+void dev_files_reserve_ahead(dev *d, dev_seg_ent *e, int fd, uint64_t off, uint64_t end)
+{
+	dev_segtab *t = d->segs;
+	uint64_t step = t->prealloc_step, want, claim;
+	uint64_t r = atomic_load_explicit(&e->reserved, memory_order_relaxed);
+
+	do {
+		if (end + t->prealloc_ahead <= r)
+			return;   /* claimed by another writer meanwhile (or DEV_RESERVED_ALL) */
+		want = SPW_MIN(d->segment_bytes, (end + t->prealloc_ahead + step - 1) & ~(step - 1));
+		claim = want == d->segment_bytes ? DEV_RESERVED_ALL : want;
+	} while (!atomic_compare_exchange_weak_explicit(&e->reserved, &r, claim, memory_order_relaxed,
+	                                                memory_order_relaxed));
+	uint64_t from = SPW_MAX(r, off & ~(step - 1));
+	if (atomic_load_explicit(&t->prealloc_off, memory_order_relaxed))
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(want - from)) < 0)
+		dev_prealloc_failed(t, errno);
+}
+
 /* ---- segment files -------------------------------------------------------------------------- */
 
 #define DEV_SEG_NAME_MAX (DEV_PREFIX_MAX + 24)   /* <prefix>, 20 digits, NUL */
@@ -24,42 +89,40 @@ static void dev_seg_name(const dev_segtab *t, char *buf, size_t len, uint64_t se
 	snprintf(buf, len, "%s%llu", t->prefix, (unsigned long long)seg);
 }
 
-/* Open (or create) the file of segment seg. Lock held. 0 with *h = fd + 1, 1 absent, or -errno. */
+/* Open (or create) the file of segment seg. Lock held (dev_seg_get_slow), so seg's entry exists.
+ * 0 with *h = fd + 1, 1 absent, or -errno. */
 static int dev_file_open(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
+	dev_seg_ent *e = dev_seg_peek(t, seg);
 	char name[DEV_SEG_NAME_MAX];
 	int fd, flags = O_RDWR | O_CLOEXEC | t->oflags;
 
 	dev_seg_name(t, name, sizeof(name), seg);
 	fd = openat(t->dirfd, name, flags);
-	if (fd < 0 && errno == ENOENT) {
+	if (fd >= 0) {
+		/* An existing file: how much lies preallocated past its end is not known, so the first
+		 * write claims its own step (a range already allocated costs the file system little). */
+		atomic_store_explicit(&e->reserved, atomic_load(&t->prealloc_off) ? DEV_RESERVED_ALL : 0,
+		                      memory_order_relaxed);
+	} else if (errno == ENOENT) {
 		if (!create)
 			return 1;
 		fd = openat(t->dirfd, name, flags | O_CREAT | O_EXCL, 0644);
 		if (fd >= 0) {
-			/* Reserve the whole segment now so that later writes do not allocate, keeping the size
-			 * at the written end (invariant 6). A file system without fallocate still works. */
-			if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)d->segment_bytes) < 0) {
-				int e = errno;
-				if (e == ENOSPC) {
-					close(fd);
-					unlinkat(t->dirfd, name, 0);
-					return -ENOSPC;
-				}
-				if (!t->prealloc_warned) {
-					t->prealloc_warned = true;
-					spw_log(SPW_LOG_NOTICE, e, "device: cannot preallocate segments in %s", t->dir);
-				}
+			if (dev_file_reserve_first(d, fd, e) == -ENOSPC) {
+				close(fd);
+				unlinkat(t->dirfd, name, 0);
+				return -ENOSPC;
 			}
 			/* The new directory entry must survive a crash as much as the data written into it. */
 			fsync(t->dirfd);
 		}
 	}
 	if (fd < 0) {
-		int e = errno;
-		spw_log(SPW_LOG_WARNING, e, "device: cannot open segment %s/%s", t->dir, name);
-		return -e;
+		int err = errno;
+		spw_log(SPW_LOG_WARNING, err, "device: cannot open segment %s/%s", t->dir, name);
+		return -err;
 	}
 	*h = (int64_t)fd + 1;
 	return 0;
@@ -83,8 +146,9 @@ static int dev_file_release(dev *d, uint64_t seg, int64_t h, bool destroy)
 typedef void (*dev_seg_visit_fn)(dev_segtab *t, const char *name, uint64_t seg, void *ctx);
 
 /* Call fn for every file <prefix><n> in the folder (n in base 10, nothing after it); other files
- * are not the device's. The one directory walk, behind reopening and truncation. */
-static void dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
+ * are not the device's. The one directory walk, behind reopening, truncation and disk usage. 0, or
+ * -errno when the folder cannot be read. */
+static int dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
 {
 	int fd = openat(t->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -92,9 +156,10 @@ static void dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
 	struct dirent *e;
 
 	if (!dir) {
+		int rc = -errno;
 		if (fd >= 0)
 			close(fd);
-		return;
+		return rc;
 	}
 	while ((e = readdir(dir)) != NULL) {
 		char *end;
@@ -105,6 +170,7 @@ static void dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
 			fn(t, e->d_name, n, ctx);
 	}
 	closedir(dir);
+	return 0;
 }
 
 static void dev_seg_lowest(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
@@ -188,6 +254,23 @@ fail:
 	return rc;
 }
 
+static void dev_seg_blocks(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
+{
+	struct stat st;
+	(void)seg;
+	/* A file removed since the walk saw it is simply not counted. */
+	if (fstatat(t->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		*(uint64_t *)ctx += (uint64_t)st.st_blocks * 512;
+}
+
+/* dev_disk_usage for files: st_blocks (512-byte units whatever the block size) summed over every
+ * <prefix><n>, so the written data, the preallocated steps ahead of it and the files this process
+ * never opened, as du counts them. */
+static int dev_files_usage(dev *d, uint64_t *bytes)
+{
+	return dev_files_walk(d->segs, dev_seg_blocks, bytes);
+}
+
 /* Copy the folder and the prefix out of cfg and create the folder. */
 static int dev_files_names(dev_segtab *t, const dev_config *cfg, char *err, size_t errlen)
 {
@@ -231,6 +314,7 @@ static int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err
 	t->oflags = direct ? O_DIRECT : 0;
 	t->open = dev_file_open;
 	t->release = dev_file_release;
+	t->usage = dev_files_usage;
 	rc = dev_files_probe(d, direct, err, errlen);
 	if (rc)
 		return rc;

@@ -21,11 +21,34 @@
  *     ABSENT -> handle, and anything -> REMOVED; the request path reads them lock-free. Handles stay
  *     valid until the segment is removed or the device closed, which the caller orders after all IO
  *     to the segment (see device.h).
- *  6. Segment files are preallocated with FALLOC_FL_KEEP_SIZE: disk space is reserved but the size
- *     stays the written end, which is what gives invariant 2 after a reopen.
+ *  6. Segment files are preallocated with FALLOC_FL_KEEP_SIZE, so that page writes land in blocks
+ *     reserved for them (no block allocation on the write path, and a segment's blocks stay near
+ *     each other), while the size stays the written end, which is what gives invariant 2 after a
+ *     reopen. The reservation goes in steps (cfg.prealloc_step, 64 MiB by default, never more than
+ *     the segment), not a whole segment at creation, so disk use (st_blocks, what du shows and
+ *     dev_disk_usage counts) follows the data: a store that wrote 1 MB into 1 GiB segments holds one
+ *     step, not 1 GiB. A new file gets its first step at creation (an ENOSPC there fails the write
+ *     that creates it); each segment entry holds its reserved end (dev_seg_ent.reserved), and a
+ *     write that ends within half a step of it claims the steps up to the next step boundary at least
+ *     half a step past its end, with one CAS, and preallocates them (dev_files_reserve_ahead): with
+ *     several threads writing one segment exactly one claims each range, and the others, seeing it
+ *     claimed, go on. Writes therefore stay half a step to a step and a half inside the reserved
+ *     part. A failed step is logged once and not retried (the writes allocate as they go: the
+ *     reservation is for speed, never for correctness); a file system without fallocate is not
+ *     asked again. A file found at open (a reopen) has an unknown reservation: its first write claims
+ *     its own step. What lies reserved past the written end (at most a step and a half, in the
+ *     segments being written) stays allocated across close, as it did for whole segments.
  *  7. Every failure is a return value (-errno) or a callback result; no path aborts. Refusals by the
  *     kernel (io_uring, aio, O_DIRECT) are reported with the reason and never silently worked
  *     around, unless cfg.allow_fallback asks for it (then the fallback is logged).
+ *  8. The next step is reserved on the writing thread, inside dev_write (dev_files_enqueue, before
+ *     the write goes to the kernel; posix: in dev_submit), not on a background thread. It is one
+ *     fallocate(KEEP_SIZE) per step written (every 64 MiB by default), which on ext4 and xfs only
+ *     marks extents unwritten (no zeroing), so its cost spread over a step of page writes is nothing
+ *     next to the writes themselves (docs/BENCHMARKS.md, "Step preallocation"); it happens half a
+ *     step before the writes need it, and needs no thread, hand-off or wake-up that could fall
+ *     behind a fast writer. dev_segment_prepare still lets a caller create a segment (and its first
+ *     step) ahead, from a thread of its own.
  *
  * A request's life:
  *   dev_read/dev_write/dev_flush -> dev_req_begin (validate, throttle) -> queued (SQE / iocb / list)
@@ -221,6 +244,18 @@ void dev_close(dev *d)
 
 /* ---- base device ---------------------------------------------------------------------------- */
 
+/* The preallocation step (note 6): cfg's, or the default, as a power of two from 64 KiB to the
+ * segment; a write that ends within half a step of the reserved end reserves the next step. */
+static void dev_prealloc_init(dev_segtab *t, const dev_config *cfg, uint64_t seg)
+{
+	uint64_t step = cfg->prealloc_step ? cfg->prealloc_step : DEV_PREALLOC_STEP_DEFAULT;
+	uint64_t p = DEV_SEGMENT_MIN;
+	while (p < step && p < seg)
+		p <<= 1;
+	t->prealloc_step = SPW_MIN(p, seg);
+	t->prealloc_ahead = t->prealloc_step / 2;
+}
+
 int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, const dev_config *cfg,
                   char *err, size_t errlen)
 {
@@ -252,9 +287,12 @@ int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, c
 	d->segment_shift = (unsigned)__builtin_ctzll(seg);
 	atomic_init(&d->inflight, 0);
 	int rc = dev_segtab_open(d);
-	if (rc)
+	if (rc) {
 		dev_err_set(err, errlen, "cannot allocate the segment table: %s", spw_strerror(rc));
-	return rc;
+		return rc;
+	}
+	dev_prealloc_init(d->segs, cfg, seg);
+	return 0;
 }
 
 void dev_base_fini(dev *d)
@@ -288,11 +326,11 @@ int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx)
 {
 	dev_segtab *t = d->segs;
 	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
+		dev_seg_ent *c = atomic_load(&t->chunks[ci]);
 		if (!c)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
-			int64_t h = atomic_load(&c[i]);
+			int64_t h = atomic_load(&c[i].h);
 			int rc = h > 0 ? fn(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, ctx) : 0;
 			if (rc)
 				return rc;
@@ -326,12 +364,12 @@ void dev_segtab_close(dev *d)
 }
 
 /* The entry of seg, allocating its chunk; NULL when out of range or out of memory. Lock held. */
-static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
+static dev_seg_ent *dev_seg_slot(dev_segtab *t, uint64_t seg)
 {
 	uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
 	if (ci >= t->nchunks)
 		return NULL;
-	_Atomic int64_t *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
+	dev_seg_ent *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
 	if (!c) {
 		c = calloc(DEV_SEG_CHUNK, sizeof(*c));
 		if (!c)
@@ -344,7 +382,7 @@ static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
 
 /* Take the table lock and find seg's entry: 0 with *slot and the lock held, or -EINVAL (out of
  * range) / -ENOMEM without it. */
-static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
+static int dev_seg_lock(dev *d, uint64_t seg, dev_seg_ent **slot /* out */)
 {
 	dev_segtab *t = d->segs;
 	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
@@ -361,7 +399,7 @@ static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
-	_Atomic int64_t *slot;
+	dev_seg_ent *slot;
 	int rc;
 
 	if (seg < atomic_load_explicit(&t->begin, memory_order_acquire))
@@ -369,7 +407,7 @@ int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 	rc = dev_seg_lock(d, seg, &slot);
 	if (rc)
 		return rc;
-	int64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+	int64_t v = atomic_load_explicit(&slot->h, memory_order_relaxed);
 	if (v > 0) {
 		*h = v;
 		rc = 0;
@@ -385,10 +423,11 @@ int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 	}
 	rc = t->open(d, seg, create, &v);
 	if (rc == 1) {
-		atomic_store_explicit(slot, DEV_SEG_ABSENT, memory_order_release);
+		atomic_store_explicit(&slot->h, DEV_SEG_ABSENT, memory_order_release);
 	} else if (rc == 0) {
-		/* Release: the handle is published after whatever open/create did to set it up. */
-		atomic_store_explicit(slot, v, memory_order_release);
+		/* Release: the handle is published after whatever open/create did to set it up (the
+		 * entry's reserved end included). */
+		atomic_store_explicit(&slot->h, v, memory_order_release);
 		*h = v;
 	}
 out:
@@ -398,14 +437,22 @@ out:
 
 int dev_seg_remove(dev *d, uint64_t seg)
 {
-	_Atomic int64_t *slot;
+	dev_seg_ent *slot;
 	int rc = dev_seg_lock(d, seg, &slot);
 	if (rc)
 		return rc;
-	int64_t v = atomic_exchange(slot, DEV_SEG_REMOVED);
+	int64_t v = atomic_exchange(&slot->h, DEV_SEG_REMOVED);
 	rc = d->segs->release(d, seg, v > 0 ? v : 0, true);
 	pthread_mutex_unlock(&d->segs->lock);
 	return rc;
+}
+
+int dev_disk_usage(dev *d, uint64_t *bytes)
+{
+	if (!d || !d->segs || !bytes)
+		return -EINVAL;
+	*bytes = 0;
+	return d->segs->usage ? d->segs->usage(d, bytes) : 0;
 }
 
 int dev_segment_prepare(dev *d, uint64_t seg)
@@ -416,11 +463,6 @@ int dev_segment_prepare(dev *d, uint64_t seg)
 	return dev_seg_get(d, seg, true, &h);
 }
 
-/*
- * Everything below until goes: the table's begin moves first (so new lookups there fail at once),
- * then open handles are released and, for files, the directory is swept once, so the cost follows
- * the segments that exist, not the width of the range.
- */
 void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len)
 {
 	const dev_segtab *t = d->segs;
@@ -430,6 +472,11 @@ void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len)
 		snprintf(buf, len, "segment %llu", (unsigned long long)seg);
 }
 
+/*
+ * Everything below until goes: the table's begin moves first (so new lookups there fail at once),
+ * then open handles are released and, for files, the directory is swept once, so the cost follows
+ * the segments that exist, not the width of the range.
+ */
 int dev_truncate_until(dev *d, uint64_t offset)
 {
 	dev_segtab *t;
@@ -450,14 +497,14 @@ int dev_truncate_until(dev *d, uint64_t offset)
 	atomic_store_explicit(&t->begin, until, memory_order_release);
 	for (uint64_t ci = from >> DEV_SEG_CHUNK_BITS; ci < t->nchunks && (ci << DEV_SEG_CHUNK_BITS) < until;
 	     ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
+		dev_seg_ent *c = atomic_load(&t->chunks[ci]);
 		if (!c)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
 			uint64_t seg = (ci << DEV_SEG_CHUNK_BITS) | i;
 			if (seg < from || seg >= until)
 				continue;
-			int64_t h = atomic_exchange(&c[i], DEV_SEG_REMOVED);
+			int64_t h = atomic_exchange(&c[i].h, DEV_SEG_REMOVED);
 			if (h > 0)
 				t->release(d, seg, h, true);
 		}
@@ -623,6 +670,8 @@ int dev_files_enqueue_slow(dev_queue *q, dev_req *r, int op, dev_prep_fn prep)
 			SPW_MIN(d->segment_bytes - file_off, r->p.len - rel);
 		int64_t h;
 		int g = dev_seg_get(d, seg, op == DEV_OP_WRITE, &h);
+		if (g == 0 && op == DEV_OP_WRITE)
+			dev_files_reserve(d, dev_seg_peek(d->segs, seg), h, file_off, file_off + len);
 		if (g != 0) {
 			/* Absent: a read there is past the written end, a flush has nothing to do. */
 			dev_piece_now(q, r, rel, len, g == 1 ? 0 : g);
