@@ -4,13 +4,15 @@
  * truncation and disk usage, the O_DIRECT probe, and dev_sync. Invariants 1, 2, 5 and 6 of device.c
  * hold here.
  *
- * Sections: preallocation; segment files.
+ * Sections: preallocation (the first step, the preallocator thread, claiming steps); segment
+ * files.
  */
 #include "device/dev_int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -53,14 +55,148 @@ static int dev_file_reserve_first(dev *d, int fd, dev_seg_ent *e)
 	return 0;
 }
 
+/* Reserve [from, from + len) of the file fd, unless the file system said it cannot. */
+static void dev_prealloc_range(dev_segtab *t, int fd, uint64_t from, uint64_t len)
+{
+	if (atomic_load_explicit(&t->prealloc_off, memory_order_relaxed))
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) < 0)
+		dev_prealloc_failed(t, errno);
+}
+
 /*
- * The write [off, end) came within prealloc_ahead of the reserved end: claim the steps up to the
- * first step boundary at least prealloc_ahead past end with one CAS (so among writers racing here
- * exactly one claims each range, and the others see it claimed and go on), then preallocate them.
- * The range starts at the old reserved end, or at the step holding off when the write jumped past
- * it, so a gap the writes skipped stays a hole.
+ * The preallocator (note 8): one thread per file device, started on the first step a writer
+ * claims, that makes the fallocate calls so that no writer waits in one. Its queue is a small ring
+ * under a mutex, touched once per step; a step it cannot take (ring full, no thread) is made by
+ * the writer itself.
  */
-void dev_files_reserve_ahead(dev *d, dev_seg_ent *e, int fd, uint64_t off, uint64_t end)
+#define DEV_PREALLOC_QUEUE 64
+
+typedef struct dev_prealloc_job {
+	uint64_t seg, from, len;
+} dev_prealloc_job;
+
+struct dev_prealloc {
+	dev *d;
+	pthread_mutex_t lock;        /* guards everything below */
+	pthread_cond_t cond;
+	dev_prealloc_job ring[DEV_PREALLOC_QUEUE];
+	unsigned head, n;
+	bool started, stop;          /* stop: closing, or the thread could not be started */
+	pthread_t thread;
+};
+
+/* One job: the segment's fd is duplicated under the table lock, so a segment removed meanwhile is
+ * simply skipped, and one removed during the fallocate only loses the blocks with its last fd. */
+static void dev_prealloc_run(dev *d, const dev_prealloc_job *j)
+{
+	dev_segtab *t = d->segs;
+	int fd = -1;
+	pthread_mutex_lock(&t->lock);
+	dev_seg_ent *e = dev_seg_peek(t, j->seg);
+	int64_t h = e ? atomic_load(&e->h) : 0;
+	if (h > 0)
+		fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_unlock(&t->lock);
+	if (fd < 0)
+		return;
+	dev_prealloc_range(t, fd, j->from, j->len);
+	close(fd);
+}
+
+static void *dev_prealloc_main(void *arg)
+{
+	struct dev_prealloc *pa = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the process's main thread's business */
+	pthread_mutex_lock(&pa->lock);
+	while (!pa->stop) {
+		if (pa->n == 0) {
+			pthread_cond_wait(&pa->cond, &pa->lock);
+			continue;
+		}
+		dev_prealloc_job j = pa->ring[pa->head];
+		pa->head = (pa->head + 1) % DEV_PREALLOC_QUEUE;
+		pa->n--;
+		pthread_mutex_unlock(&pa->lock);
+		dev_prealloc_run(pa->d, &j);
+		pthread_mutex_lock(&pa->lock);
+	}
+	pthread_mutex_unlock(&pa->lock);
+	return NULL;
+}
+
+/* Hand a claimed step to the preallocator; false when the writer must make it itself. */
+static bool dev_prealloc_post(dev_segtab *t, uint64_t seg, uint64_t from, uint64_t len)
+{
+	struct dev_prealloc *pa = t->pa;
+	bool queued = false;
+	if (!pa)
+		return false;
+	pthread_mutex_lock(&pa->lock);
+	if (!pa->started && !pa->stop) {
+		pa->started = pthread_create(&pa->thread, NULL, dev_prealloc_main, pa) == 0;
+		if (!pa->started) {
+			pa->stop = true;
+			spw_log(SPW_LOG_WARNING, 0, "device: cannot start the preallocation thread for %s; "
+			        "writers preallocate themselves", t->dir);
+		}
+	}
+	if (!pa->stop && pa->n < DEV_PREALLOC_QUEUE) {
+		pa->ring[(pa->head + pa->n) % DEV_PREALLOC_QUEUE] = (dev_prealloc_job){ seg, from, len };
+		pa->n++;
+		pthread_cond_signal(&pa->cond);
+		queued = true;
+	}
+	pthread_mutex_unlock(&pa->lock);
+	return queued;
+}
+
+/* The preallocator of a device whose segments are larger than a step (others never extend). */
+static int dev_prealloc_open(dev *d)
+{
+	dev_segtab *t = d->segs;
+	if (t->prealloc_step >= d->segment_bytes)
+		return 0;
+	struct dev_prealloc *pa = calloc(1, sizeof(*pa));
+	if (!pa)
+		return -ENOMEM;
+	pa->d = d;
+	pthread_mutex_init(&pa->lock, NULL);
+	pthread_cond_init(&pa->cond, NULL);
+	t->pa = pa;
+	return 0;
+}
+
+/* Stop the thread (the steps still queued are dropped: the device is closing) and free it all. */
+static void dev_prealloc_close(dev_segtab *t)
+{
+	struct dev_prealloc *pa = t->pa;
+	if (!pa)
+		return;
+	pthread_mutex_lock(&pa->lock);
+	pa->stop = true;
+	pthread_cond_signal(&pa->cond);
+	bool started = pa->started;
+	pthread_mutex_unlock(&pa->lock);
+	if (started)
+		pthread_join(pa->thread, NULL);
+	pthread_cond_destroy(&pa->cond);
+	pthread_mutex_destroy(&pa->lock);
+	free(pa);
+	t->pa = NULL;
+}
+
+/*
+ * The write [off, end) of segment seg came within prealloc_ahead of the reserved end r: claim up to
+ * twice r, or the first step boundary at least prealloc_ahead past end when that is further (a
+ * write that jumped), at most the segment, with one CAS (so among writers racing here exactly one
+ * claims each range, and the others see it claimed and go on), and hand the range to the
+ * preallocator. It starts at r, or at the step holding off when the write jumped past r, so a gap
+ * the writes skipped stays a hole.
+ */
+void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off, uint64_t end)
 {
 	dev_segtab *t = d->segs;
 	uint64_t step = t->prealloc_step, want, claim;
@@ -69,15 +205,14 @@ void dev_files_reserve_ahead(dev *d, dev_seg_ent *e, int fd, uint64_t off, uint6
 	do {
 		if (end + t->prealloc_ahead <= r)
 			return;   /* claimed by another writer meanwhile (or DEV_RESERVED_ALL) */
-		want = SPW_MIN(d->segment_bytes, (end + t->prealloc_ahead + step - 1) & ~(step - 1));
+		want = SPW_MAX((end + t->prealloc_ahead + step - 1) & ~(step - 1), r * 2);
+		want = SPW_MIN(d->segment_bytes, want);
 		claim = want == d->segment_bytes ? DEV_RESERVED_ALL : want;
 	} while (!atomic_compare_exchange_weak_explicit(&e->reserved, &r, claim, memory_order_relaxed,
 	                                                memory_order_relaxed));
 	uint64_t from = SPW_MAX(r, off & ~(step - 1));
-	if (atomic_load_explicit(&t->prealloc_off, memory_order_relaxed))
-		return;
-	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(want - from)) < 0)
-		dev_prealloc_failed(t, errno);
+	if (!dev_prealloc_post(t, seg, from, want - from))
+		dev_prealloc_range(t, fd, from, want - from);
 }
 
 /* ---- segment files -------------------------------------------------------------------------- */
@@ -319,11 +454,16 @@ static int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err
 	if (rc)
 		return rc;
 	dev_files_scan(d);
-	return 0;
+	rc = dev_prealloc_open(d);
+	if (rc)
+		dev_err_set(err, errlen, "out of memory");
+	return rc;
 }
 
 void dev_files_close(dev *d)
 {
+	if (d->segs)
+		dev_prealloc_close(d->segs);
 	dev_base_fini(d);
 	free(d);
 }

@@ -54,6 +54,7 @@ typedef struct dev_segtab {
 	uint64_t prealloc_ahead;            /* a write ending closer than this to reserved claims more */
 	_Atomic bool prealloc_off;          /* the file system cannot preallocate: stop asking */
 	_Atomic bool prealloc_warned;       /* a failed preallocation was logged (once per device) */
+	struct dev_prealloc *pa;            /* the preallocator thread (dev_files.c), or NULL */
 } dev_segtab;
 
 int dev_segtab_open(dev *d);
@@ -91,16 +92,17 @@ static inline int dev_seg_get(dev *d, uint64_t seg, bool create, int64_t *h)
 	return dev_seg_get_slow(d, seg, create, h);
 }
 
-/* A write of the file bytes [off, end) of the segment of entry e (open, fd = h - 1) is about to be
- * queued: preallocate the next step first when the write comes near the reserved end (device.c
- * note 6). One relaxed load when it does not. */
-void dev_files_reserve_ahead(dev *d, dev_seg_ent *e, int fd, uint64_t off, uint64_t end);
+/* A write of the file bytes [off, end) of segment seg (entry e, open, fd = h - 1) is about to be
+ * queued: when it comes near the reserved end, claim the next step and have it preallocated
+ * (device.c notes 6 and 8). One relaxed load when it does not. */
+void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off, uint64_t end);
 
-static inline void dev_files_reserve(dev *d, dev_seg_ent *e, int64_t h, uint64_t off, uint64_t end)
+static inline void dev_files_reserve(dev *d, uint64_t seg, dev_seg_ent *e, int64_t h, uint64_t off,
+                                     uint64_t end)
 {
 	if (SPW_UNLIKELY(end + d->segs->prealloc_ahead > atomic_load_explicit(&e->reserved,
 	                                                                      memory_order_relaxed)))
-		dev_files_reserve_ahead(d, e, (int)(h - 1), off, end);
+		dev_files_reserve_ahead(d, seg, e, (int)(h - 1), off, end);
 }
 
 /* ---- device setup -------------------------------------------------------------------------- */
@@ -328,7 +330,7 @@ static inline int dev_files_enqueue(dev_queue *q, dev_req *r, int op, dev_prep_f
 		if (SPW_LIKELY(h > 0)) {
 			uint64_t off = r->offset & (d->segment_bytes - 1);
 			if (op == DEV_OP_WRITE)
-				dev_files_reserve(d, e, h, off, off + r->p.len);
+				dev_files_reserve(d, seg, e, h, off, off + r->p.len);
 			r->p.pending = 1;
 			q->pieces++;
 			q->unsubmitted++;

@@ -24,31 +24,40 @@
  *  6. Segment files are preallocated with FALLOC_FL_KEEP_SIZE, so that page writes land in blocks
  *     reserved for them (no block allocation on the write path, and a segment's blocks stay near
  *     each other), while the size stays the written end, which is what gives invariant 2 after a
- *     reopen. The reservation goes in steps (cfg.prealloc_step, 64 MiB by default, never more than
- *     the segment), not a whole segment at creation, so disk use (st_blocks, what du shows and
- *     dev_disk_usage counts) follows the data: a store that wrote 1 MB into 1 GiB segments holds one
- *     step, not 1 GiB. A new file gets its first step at creation (an ENOSPC there fails the write
- *     that creates it); each segment entry holds its reserved end (dev_seg_ent.reserved), and a
- *     write that ends within half a step of it claims the steps up to the next step boundary at least
- *     half a step past its end, with one CAS, and preallocates them (dev_files_reserve_ahead): with
- *     several threads writing one segment exactly one claims each range, and the others, seeing it
- *     claimed, go on. Writes therefore stay half a step to a step and a half inside the reserved
- *     part. A failed step is logged once and not retried (the writes allocate as they go: the
- *     reservation is for speed, never for correctness); a file system without fallocate is not
- *     asked again. A file found at open (a reopen) has an unknown reservation: its first write claims
- *     its own step. What lies reserved past the written end (at most a step and a half, in the
- *     segments being written) stays allocated across close, as it did for whole segments.
+ *     reopen. The reservation grows with the writes instead of covering the whole segment at
+ *     creation, so disk use (st_blocks, what du shows and dev_disk_usage counts) follows the data:
+ *     a store that wrote 1 MB into 1 GiB segments holds one step, not 1 GiB. A new file gets its
+ *     first step (cfg.prealloc_step, 64 MiB by default, at most the segment) at creation; an ENOSPC
+ *     there fails the write that creates it. Each segment entry holds its reserved end r
+ *     (dev_seg_ent.reserved); a write that ends within half a step of r claims up to 2r (or past
+ *     itself, rounded to a step, if it jumped further), at most the segment, with one CAS
+ *     (dev_files_reserve_ahead): with several threads writing one segment exactly one claims each
+ *     range, and the others, seeing it claimed, go on. Doubling rather than a fixed step because
+ *     each extension of a file being written costs a drain of its IO (note 8): a 1 GiB segment
+ *     grows in 4 extensions from 64 MiB, not 15, and what lies reserved past the written end is at
+ *     most the larger of a step and the written part, in the segments being written only (a
+ *     segment written to its end holds exactly its data). It stays allocated across a close. A
+ *     failed extension is logged once and not retried (the writes then allocate as they go: the
+ *     reservation is for speed and layout, never for correctness); a file system without fallocate
+ *     is not asked again. A file found at open (a reopen) has an unknown reservation: its first
+ *     write claims its own step.
  *  7. Every failure is a return value (-errno) or a callback result; no path aborts. Refusals by the
  *     kernel (io_uring, aio, O_DIRECT) are reported with the reason and never silently worked
  *     around, unless cfg.allow_fallback asks for it (then the fallback is logged).
- *  8. The next step is reserved on the writing thread, inside dev_write (dev_files_enqueue, before
- *     the write goes to the kernel; posix: in dev_submit), not on a background thread. It is one
- *     fallocate(KEEP_SIZE) per step written (every 64 MiB by default), which on ext4 and xfs only
- *     marks extents unwritten (no zeroing), so its cost spread over a step of page writes is nothing
- *     next to the writes themselves (docs/BENCHMARKS.md, "Step preallocation"); it happens half a
- *     step before the writes need it, and needs no thread, hand-off or wake-up that could fall
- *     behind a fast writer. dev_segment_prepare still lets a caller create a segment (and its first
- *     step) ahead, from a thread of its own.
+ *  8. Where the extensions after the first step are made: by a thread of the device's own (the
+ *     preallocator, dev_files.c, started on the first claim), never by the writer. The kernel makes
+ *     a fallocate wait for every direct IO in flight on the file (inode_dio_wait, ext4 and xfs
+ *     alike), and the writer that claims an extension has its own writes in flight there: made on
+ *     the writer, each one stalled it for as long as its queue took to drain (docs/BENCHMARKS.md,
+ *     "Step preallocation"), which on a worker is a stall of every client it serves. The writer
+ *     only claims (one CAS) and queues the range (one mutex, once per extension); with io_uring its
+ *     writes meanwhile go on asynchronously (the kernel hands those that meet the file's lock to its
+ *     workers), while a libaio or posix writer still waits for the file's lock in its submission:
+ *     that part of the cost is the kernel's, and the doubling of note 6 keeps it to a few times per
+ *     segment. The claim is made half a step early, so the range is normally in place before the
+ *     writes reach it; a write that gets there first still succeeds (the file system allocates it).
+ *     The first step stays on the creating thread (the new file has no IO in flight, and its ENOSPC
+ *     must fail that write); dev_segment_prepare lets a caller take that off its workers too.
  *
  * A request's life:
  *   dev_read/dev_write/dev_flush -> dev_req_begin (validate, throttle) -> queued (SQE / iocb / list)
@@ -671,7 +680,7 @@ int dev_files_enqueue_slow(dev_queue *q, dev_req *r, int op, dev_prep_fn prep)
 		int64_t h;
 		int g = dev_seg_get(d, seg, op == DEV_OP_WRITE, &h);
 		if (g == 0 && op == DEV_OP_WRITE)
-			dev_files_reserve(d, dev_seg_peek(d->segs, seg), h, file_off, file_off + len);
+			dev_files_reserve(d, seg, dev_seg_peek(d->segs, seg), h, file_off, file_off + len);
 		if (g != 0) {
 			/* Absent: a read there is past the written end, a flush has nothing to do. */
 			dev_piece_now(q, r, rel, len, g == 1 ? 0 : g);

@@ -9,9 +9,9 @@
  * Layout on disk: a logical byte space [0, 2^48) cut into segments of cfg.segment_bytes (a power of
  * two); segment n is the file <cfg.dir>/<cfg.prefix><n>, created on the first write that reaches it
  * (on the writing thread, once per segment) or earlier by dev_segment_prepare, and opened O_DIRECT.
- * Disk is reserved with fallocate(KEEP_SIZE) one step (cfg.prealloc_step) at a time, ahead of the
- * writes, so writes land in preallocated space while a small store costs about a step per file, not
- * a segment. The file's size is the written end, so a read past it returns a short count, also
+ * Disk is reserved with fallocate(KEEP_SIZE) ahead of the writes, a first step (cfg.prealloc_step)
+ * when the file is made, then doubled as the writes near its end (by a thread of the device's), so
+ * writes land in preallocated space while a small store costs about a step per file, not a segment. The file's size is the written end, so a read past it returns a short count, also
  * after close and reopen. The folder and the prefix are
  * the caller's: the hybrid log's segments are <logdir>/Store/hlog.<n> because the server says so
  * (tier_open in server/start.c), and another user of the layer (an append-only file, checkpoints)
@@ -62,7 +62,7 @@ typedef struct dev_ops dev_ops;
 #define DEV_PIECES_MAX 16                   /* segments one request may span */
 #define DEV_REQ_MAX_BYTES (1ULL << 30)      /* bytes in one request */
 #define DEV_PREFIX_MAX 200                  /* bytes of dev_config.prefix: leaves room for <n> in NAME_MAX */
-#define DEV_PREALLOC_STEP_DEFAULT (64ULL << 20)  /* bytes of a segment file reserved at a time */
+#define DEV_PREALLOC_STEP_DEFAULT (64ULL << 20)  /* bytes of a new segment file reserved at first */
 
 /* Capability bits (dev->caps): the log asks instead of assuming. */
 enum {
@@ -119,10 +119,10 @@ typedef struct dev_config {
 	uint32_t queue_depth;      /* IOs (segment pieces) one dev_queue holds queued + in flight */
 	int completion_threads;    /* --device-completion-threads (localmemory): 0 = submitter copies */
 	uint32_t sector_bytes;     /* localmemory sector; for files, a minimum over what statx says */
-	uint64_t prealloc_step;    /* file backends: bytes of a segment file reserved (fallocate KEEP_SIZE)
-	                              at a time, ahead of the writes; 0 = DEV_PREALLOC_STEP_DEFAULT,
-	                              rounded up to a power of two >= 64 KiB; >= segment_bytes reserves the
-	                              whole segment when its file is made */
+	uint64_t prealloc_step;    /* file backends: bytes of a new segment file reserved (fallocate
+	                              KEEP_SIZE) when it is made, the reservation doubling from there ahead
+	                              of the writes; 0 = DEV_PREALLOC_STEP_DEFAULT, rounded up to a power
+	                              of two >= 64 KiB; >= segment_bytes reserves the whole segment at once */
 	bool allow_fallback;       /* uring -> libaio -> posix when the kernel or file system refuses */
 } dev_config;
 
