@@ -79,9 +79,11 @@ typedef struct dev_prealloc_job {
 struct dev_prealloc {
 	dev *d;
 	pthread_mutex_t lock;        /* guards everything below */
-	pthread_cond_t cond;
+	pthread_cond_t cond;         /* work for the thread, or stop */
+	pthread_cond_t idle;         /* nothing queued or running (dev_prealloc_settle) */
 	dev_prealloc_job ring[DEV_PREALLOC_QUEUE];
 	unsigned head, n;
+	bool running;                /* the thread is making a job */
 	bool started, stop;          /* stop: closing, or the thread could not be started */
 	pthread_t thread;
 };
@@ -111,7 +113,9 @@ static void *dev_prealloc_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the process's main thread's business */
 	pthread_mutex_lock(&pa->lock);
-	while (!pa->stop) {
+	/* What was claimed is made, at close too (no IO is in flight then: it is quick), so that the
+	 * files hold what dev_disk_usage said, also after a reopen. */
+	while (!pa->stop || pa->n > 0) {
 		if (pa->n == 0) {
 			pthread_cond_wait(&pa->cond, &pa->lock);
 			continue;
@@ -119,12 +123,29 @@ static void *dev_prealloc_main(void *arg)
 		dev_prealloc_job j = pa->ring[pa->head];
 		pa->head = (pa->head + 1) % DEV_PREALLOC_QUEUE;
 		pa->n--;
+		pa->running = true;
 		pthread_mutex_unlock(&pa->lock);
 		dev_prealloc_run(pa->d, &j);
 		pthread_mutex_lock(&pa->lock);
+		pa->running = false;
+		if (pa->n == 0)
+			pthread_cond_broadcast(&pa->idle);
 	}
 	pthread_mutex_unlock(&pa->lock);
 	return NULL;
+}
+
+/* Wait until every range claimed so far is made (dev_disk_usage counts settled files). Bounded by
+ * the queued fallocates: nothing is queued again while no writer claims. */
+static void dev_prealloc_settle(dev_segtab *t)
+{
+	struct dev_prealloc *pa = t->pa;
+	if (!pa)
+		return;
+	pthread_mutex_lock(&pa->lock);
+	while (pa->started && (pa->n > 0 || pa->running))
+		pthread_cond_wait(&pa->idle, &pa->lock);
+	pthread_mutex_unlock(&pa->lock);
 }
 
 /* Hand a claimed step to the preallocator; false when the writer must make it itself. */
@@ -165,11 +186,12 @@ static int dev_prealloc_open(dev *d)
 	pa->d = d;
 	pthread_mutex_init(&pa->lock, NULL);
 	pthread_cond_init(&pa->cond, NULL);
+	pthread_cond_init(&pa->idle, NULL);
 	t->pa = pa;
 	return 0;
 }
 
-/* Stop the thread (the steps still queued are dropped: the device is closing) and free it all. */
+/* Stop the thread (after it has made what is queued) and free it all. */
 static void dev_prealloc_close(dev_segtab *t)
 {
 	struct dev_prealloc *pa = t->pa;
@@ -182,6 +204,7 @@ static void dev_prealloc_close(dev_segtab *t)
 	pthread_mutex_unlock(&pa->lock);
 	if (started)
 		pthread_join(pa->thread, NULL);
+	pthread_cond_destroy(&pa->idle);
 	pthread_cond_destroy(&pa->cond);
 	pthread_mutex_destroy(&pa->lock);
 	free(pa);
@@ -196,7 +219,8 @@ static void dev_prealloc_close(dev_segtab *t)
  * preallocator. It starts at r, or at the step holding off when the write jumped past r, so a gap
  * the writes skipped stays a hole.
  */
-void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off, uint64_t end)
+void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off,
+                             uint64_t end)
 {
 	dev_segtab *t = d->segs;
 	uint64_t step = t->prealloc_step, want, claim;
@@ -400,9 +424,11 @@ static void dev_seg_blocks(dev_segtab *t, const char *name, uint64_t seg, void *
 
 /* dev_disk_usage for files: st_blocks (512-byte units whatever the block size) summed over every
  * <prefix><n>, so the written data, the preallocated steps ahead of it and the files this process
- * never opened, as du counts them. */
+ * never opened, as du counts them; the ranges already claimed are made first, so that the figure
+ * does not depend on how far the preallocator has got. */
 static int dev_files_usage(dev *d, uint64_t *bytes)
 {
+	dev_prealloc_settle(d->segs);
 	return dev_files_walk(d->segs, dev_seg_blocks, bytes);
 }
 

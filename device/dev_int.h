@@ -14,10 +14,10 @@
 /* ---- segment table ------------------------------------------------------------------------- */
 
 /*
- * Handle values (dev_seg_ent.h): 0 = not looked at yet, > 0 = a handle (fd + 1 for files, a pointer
- * for memory), DEV_SEG_ABSENT = no such segment (reads are short, a write creates it),
- * DEV_SEG_REMOVED = removed (IO fails with -ENOENT). Entries are read without a lock; every change of
- * h happens under t->lock.
+ * Handle values (dev_seg_ent.h): 0 = not looked at yet, > 0 = a handle (fd + 1 for files, a
+ * pointer for memory), DEV_SEG_ABSENT = no such segment (reads are short, a write creates it),
+ * DEV_SEG_REMOVED = removed (IO fails with -ENOENT). Entries are read without a lock; every change
+ * of h happens under t->lock.
  */
 #define DEV_SEG_ABSENT (-2)
 #define DEV_SEG_REMOVED (-1)
@@ -25,7 +25,8 @@
 #define DEV_SEG_CHUNK (1u << DEV_SEG_CHUNK_BITS)
 #define DEV_RESERVED_ALL UINT64_MAX   /* dev_seg_ent.reserved: nothing left to reserve */
 
-/* One segment's entry. reserved sits next to h so that the write path's check costs no other line. */
+/* One segment's entry; reserved sits beside h so that the write path's check touches no other
+ * cache line. */
 typedef struct dev_seg_ent {
 	_Atomic int64_t h;
 	/* Files: bytes from the segment's start that are preallocated or claimed by a thread about to
@@ -95,7 +96,8 @@ static inline int dev_seg_get(dev *d, uint64_t seg, bool create, int64_t *h)
 /* A write of the file bytes [off, end) of segment seg (entry e, open, fd = h - 1) is about to be
  * queued: when it comes near the reserved end, claim the next step and have it preallocated
  * (device.c notes 6 and 8). One relaxed load when it does not. */
-void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off, uint64_t end);
+void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off,
+                             uint64_t end);
 
 static inline void dev_files_reserve(dev *d, uint64_t seg, dev_seg_ent *e, int64_t h, uint64_t off,
                                      uint64_t end)

@@ -34,8 +34,8 @@
  *     (dev_files_reserve_ahead): with several threads writing one segment exactly one claims each
  *     range, and the others, seeing it claimed, go on. Doubling rather than a fixed step because
  *     each extension of a file being written costs a drain of its IO (note 8): a 1 GiB segment
- *     grows in 4 extensions from 64 MiB, not 15, and what lies reserved past the written end is at
- *     most the larger of a step and the written part, in the segments being written only (a
+ *     grows in 4 extensions from 64 MiB, not 15, and what lies reserved past the written end is
+ *     less than the written part plus a step and a half, in the segments being written only (a
  *     segment written to its end holds exactly its data). It stays allocated across a close. A
  *     failed extension is logged once and not retried (the writes then allocate as they go: the
  *     reservation is for speed and layout, never for correctness); a file system without fallocate

@@ -11,11 +11,12 @@
  * (on the writing thread, once per segment) or earlier by dev_segment_prepare, and opened O_DIRECT.
  * Disk is reserved with fallocate(KEEP_SIZE) ahead of the writes, a first step (cfg.prealloc_step)
  * when the file is made, then doubled as the writes near its end (by a thread of the device's), so
- * writes land in preallocated space while a small store costs about a step per file, not a segment. The file's size is the written end, so a read past it returns a short count, also
- * after close and reopen. The folder and the prefix are
- * the caller's: the hybrid log's segments are <logdir>/Store/hlog.<n> because the server says so
- * (tier_open in server/start.c), and another user of the layer (an append-only file, checkpoints)
- * names its own. Files in the folder without the prefix are left alone.
+ * writes land in preallocated space while a small store costs about a step per file, not a
+ * segment. The file's size is the written end, so a read past it returns a short count, also after
+ * close and reopen. The folder and the prefix are the caller's: the hybrid log's segments are
+ * <logdir>/Store/hlog.<n> because the server says so (tier_open in server/start.c), and another
+ * user of the layer (an append-only file, checkpoints) names its own. Files in the folder without
+ * the prefix are left alone.
  *
  * Threads and ownership:
  *  - A `dev` is shared by all threads. dev_open/dev_close run once, on any thread, with no queue open
@@ -287,8 +288,11 @@ int dev_segment_prepare(dev *d, uint64_t seg);
  * the folder (st_blocks * 512, what du shows: written data and the preallocated step ahead of the
  * writes, files this process never opened included); for localmemory the memory its segments hold
  * (resident pages); the fault wrapper answers for its inner device (its power-cut buffer is not
- * counted). Any thread, at any time; a file removed meanwhile is simply not counted. 0 with *bytes,
- * or -errno (-EINVAL, or the folder cannot be read).
+ * counted). Any thread, at any time; a file removed meanwhile is simply not counted. The
+ * reservations claimed before the call are made first, so it may wait for the preallocation thread
+ * (a fallocate waits for the file's IO in flight: milliseconds, and only while a segment's
+ * reservation is being extended, a few times per segment). 0 with *bytes, or -errno (-EINVAL, or
+ * the folder cannot be read).
  */
 int dev_disk_usage(dev *d, uint64_t *bytes /* out */);
 

@@ -1,8 +1,8 @@
 /*
  * conf_disk.h - the conformance suite's tests of disk use (included by conformance.h, so they run
  * on every backend): segment files are preallocated ahead of the writes (a first step, then
- * doubling), not a whole segment at creation, and dev_disk_usage says what the segments take (st_blocks * 512 for
- * files, resident pages for localmemory).
+ * doubling), not a whole segment at creation, and dev_disk_usage says what the segments take
+ * (st_blocks * 512 for files, resident pages for localmemory).
  *
  * The bounds are generous on purpose (a file system may allocate a little more than asked, in
  * whole blocks and extents); what they pin is the order of magnitude: about a step, never the
@@ -121,7 +121,9 @@ static void test_device_writes_past_many_steps_read_back_and_usage_follows_the_d
 	for (uint64_t at = 0; at < 12 * MiB; at += chunk) {
 		conf_write_span(c, at, chunk, chunk, 22);
 		uint64_t used = conf_usage(c);
-		assert_true(used >= last);                     /* grows with the data */
+		/* Grows with the data (give or take a block of the file system's own: ext4 counts the
+		 * blocks of a file's extent tree, which come and go as extents split and merge). */
+		assert_true(used + 64 * 1024 >= last);
 		assert_true(used >= at + chunk);
 		assert_true(used <= 2 * (at + chunk) + 2 * step);   /* reserved: at most twice the data */
 		last = used;
@@ -147,7 +149,8 @@ static void test_device_writes_past_many_steps_read_back_and_usage_follows_the_d
 	assert_int_equal(conf_read(c->q, 100 * MiB + chunk, buf, 4096), 0);
 }
 
-/* One writer of conf_threads_write_one_segment: every nth block of the segment, on its own queue. */
+/* One writer of test_device_threads_writing_one_segment_share_its_steps: every nth block of the
+ * segment, on its own queue. */
 typedef struct conf_seg_writer {
 	dev *d;
 	int index, n;
