@@ -5,14 +5,16 @@
  *   spillway-devbench --backend uring|libaio|localmemory|posix --dir DIR --size 1g --bs 4096
  *                     --qd 64 --threads 1 --runtime 10 --rw randread|randwrite|read|write
  *                     [--segment 1g] [--completion-threads 0] [--throttle 4096] [--seed 1]
- *                     [--batch-submit 1]
+ *                     [--batch-submit 1] [--prealloc-step 0]
  *
  * Each thread opens its own queue and keeps --qd requests in flight, as a fio job does with
  * --iodepth: it waits for at least one completion (dev_wait), reaps everything ready, and each
  * callback queues its replacement. --batch-submit N is fio's iodepth_batch_submit: a dev_submit
  * once N replacements are queued (1, the default, as fio: each goes out at once), and in any case
  * the rest with the next dev_wait; 0 = only there, so with io_uring a reap's worth of new IO and
- * the wait for the next completion cost one system call together. Random offsets are uniform
+ * the wait for the next completion cost one system call together. --prealloc-step is the device's
+ * cfg.prealloc_step (0: its default step; the segment size: each segment reserved whole when its
+ * file is made), and the report says what the segments hold on disk afterwards (dev_disk_usage). Random offsets are uniform
  * over [0, size) in bs steps; sequential jobs split [0, size) between threads. Read jobs first lay
  * out the file set (once: a read of the last block tells whether it is there). CPU is getrusage of
  * the whole process over the measured interval (so localmemory's copy threads and io_uring's
@@ -50,6 +52,7 @@ typedef struct bench_opts {
 	const char *dir;
 	const char *rw_arg;           /* --rw as given; rw is its RW_* */
 	uint64_t size, bs, segment;
+	uint64_t prealloc_step;       /* 0 = the device's default step */
 	int qd, threads, runtime, rw, completion_threads;
 	int batch_submit;             /* submit when this many are queued; 0 = once per reap */
 	uint32_t throttle;
@@ -62,7 +65,7 @@ static void usage(FILE *f)
 	        "usage: spillway-devbench --backend uring|libaio|localmemory|posix --dir DIR [--size 1g]\n"
 	        "         [--bs 4096] [--qd 64] [--threads 1] [--runtime 10]\n"
 	        "         [--rw randread|randwrite|read|write] [--segment 1g] [--completion-threads 0]\n"
-	        "         [--throttle 4096] [--seed 1] [--batch-submit 1]\n");
+	        "         [--throttle 4096] [--seed 1] [--batch-submit 1] [--prealloc-step 0]\n");
 }
 
 #define F(field) offsetof(bench_opts, field)
@@ -85,6 +88,7 @@ static const bench_cli devbench_flags[] = {
 	{ "throttle", 'T', REQ, BENCH_CLI_U32, F(throttle), 0, 1, 1 << 24, 0, "--throttle", STR(DEV_THROTTLE_DEFAULT) },
 	{ "seed", 'e', REQ, BENCH_CLI_U64, F(seed), 0, 0, 1 << 30, 0, "--seed", "1" },
 	{ "batch-submit", 'm', REQ, BENCH_CLI_INT, F(batch_submit), 0, 0, 65536, 0, "--batch-submit", "1" },
+	{ "prealloc-step", 'P', REQ, BENCH_CLI_SIZE, F(prealloc_step), 0, 0, 0, 0, "--prealloc-step", "0" },
 	{ "help", 'h', no_argument, BENCH_CLI_OWN, 0, 0, 0, 0, 0, "--help", NULL },
 };
 #undef F
@@ -411,6 +415,7 @@ static int device_setup(const bench_opts *o, dev **out)
 	cfg.throttle_limit = o->throttle;
 	cfg.queue_depth = (uint32_t)SPW_MAX(o->qd, DEV_QUEUE_DEPTH_DEFAULT);
 	cfg.completion_threads = o->completion_threads;
+	cfg.prealloc_step = o->prealloc_step;
 	rc = dev_open(&cfg, out, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "spillway-devbench: cannot open device '%s': %s\n", o->backend, err);
@@ -488,6 +493,8 @@ typedef struct totals {
 	double cpu, user, sys;        /* the whole process (RUSAGE_SELF) */
 	double thread_cpu;            /* the IO threads alone */
 	int rc;                       /* a job's failure, 0 when none */
+	int disk_rc;                  /* dev_disk_usage's return, and what it said */
+	uint64_t disk;
 } totals;
 
 /* Sum the joined jobs' counters and histograms; the p99 from the merged histogram. */
@@ -563,6 +570,8 @@ static void report(const bench_opts *o, const dev *d, const totals *m)
 	       m->cpu, m->user, m->sys, cpu_per_io, thread_per_io);
 	if (m->errors)
 		printf("  errors    %llu\n", (unsigned long long)m->errors);
+	if (m->disk_rc == 0)
+		printf("  disk      %.1f MiB held by the segments (dev_disk_usage)\n", (double)m->disk / (1 << 20));
 	printf("RESULT backend=%s rw=%s bs=%llu qd=%d threads=%d batch=%d ios=%llu seconds=%.3f iops=%.0f mbps=%.1f "
 	       "lat_avg_us=%.1f lat_p99_us=%.1f cpu_s=%.3f cpu_us_per_io=%.3f thread_cpu_us_per_io=%.3f "
 	       "errors=%llu\n",
@@ -592,6 +601,7 @@ int main(int argc, char **argv)
 		memset(&m, 0, sizeof(m));
 		jobs_run(&o, jobs, &m);
 		rc = m.rc;
+		m.disk_rc = dev_disk_usage(d, &m.disk);
 		report(&o, d, &m);
 	}
 	jobs_free(jobs, o.threads);

@@ -14,54 +14,97 @@
 /* ---- segment table ------------------------------------------------------------------------- */
 
 /*
- * Entry values: 0 = not looked at yet, > 0 = a handle (fd + 1 for files, a pointer for memory),
- * DEV_SEG_ABSENT = no such segment (reads are short, a write creates it), DEV_SEG_REMOVED = removed
- * (IO fails with -ENOENT). Entries are read without a lock; every change happens under t->lock.
+ * Handle values (dev_seg_ent.h): 0 = not looked at yet, > 0 = a handle (fd + 1 for files, a
+ * pointer for memory), DEV_SEG_ABSENT = no such segment (reads are short, a write creates it),
+ * DEV_SEG_REMOVED = removed (IO fails with -ENOENT). Entries are read without a lock; every change
+ * of h happens under t->lock.
  */
 #define DEV_SEG_ABSENT (-2)
 #define DEV_SEG_REMOVED (-1)
 #define DEV_SEG_CHUNK_BITS 12
 #define DEV_SEG_CHUNK (1u << DEV_SEG_CHUNK_BITS)
+#define DEV_RESERVED_ALL UINT64_MAX   /* dev_seg_ent.reserved: nothing left to reserve */
+
+/* One segment's entry; reserved sits beside h so that the write path's check touches no other
+ * cache line. */
+typedef struct dev_seg_ent {
+	_Atomic int64_t h;
+	/* Files: bytes from the segment's start that are preallocated or claimed by a thread about to
+	 * preallocate them (device.c note 6); DEV_RESERVED_ALL once the whole segment is, or when the
+	 * file system cannot preallocate. Set before h is published, then only raised, by a CAS. */
+	_Atomic uint64_t reserved;
+} dev_seg_ent;
 
 typedef struct dev_segtab {
 	pthread_mutex_t lock;               /* the slow path: open, create, remove */
 	uint64_t nchunks;
-	_Atomic(_Atomic int64_t *) *chunks; /* two-level table, chunks allocated on demand */
+	_Atomic(dev_seg_ent *) *chunks;     /* two-level table, chunks allocated on demand */
 	_Atomic uint64_t begin;             /* segments below were truncated: -ENOENT */
 	/* Backend hooks. open: 0 with *h, 1 = absent (only when !create), or -errno. */
 	int (*open)(dev *d, uint64_t seg, bool create, int64_t *h);
 	/* Release a handle (h > 0) and, with destroy, delete the segment's data (h may be 0). */
 	int (*release)(dev *d, uint64_t seg, int64_t h, bool destroy);
+	/* dev_disk_usage: what the segments take (adds to *bytes). NULL = nothing. */
+	int (*usage)(dev *d, uint64_t *bytes);
 	/* Files only. */
 	int dirfd;                          /* cfg.dir, or -1 */
 	int oflags;                         /* O_DIRECT or 0 */
 	char *dir;                          /* cfg.dir, for messages */
 	char *prefix;                       /* cfg.prefix: segment n is <dir>/<prefix><n> */
-	bool prealloc_warned;
+	uint64_t prealloc_step;             /* a power of two <= segment_bytes */
+	uint64_t prealloc_ahead;            /* a write ending closer than this to reserved claims more */
+	_Atomic bool prealloc_off;          /* the file system cannot preallocate: stop asking */
+	_Atomic bool prealloc_warned;       /* a failed preallocation was logged (once per device) */
+	struct dev_prealloc *pa;            /* the preallocator thread (dev_files.c), or NULL */
 } dev_segtab;
 
 int dev_segtab_open(dev *d);
 void dev_segtab_close(dev *d);
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h);
 int dev_seg_remove(dev *d, uint64_t seg);
+/* A visitor of dev_segtab_each_open: segment seg has the open handle h. Nonzero stops the walk. */
+typedef int (*dev_seg_open_fn)(dev *d, uint64_t seg, int64_t h, void *ctx);
+/* Call fn for every open handle in the table, in segment order; returns fn's first nonzero result,
+ * else 0. The caller holds the table lock or owns the table alone (close). */
+int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx);
+
+/* The entry of seg when its chunk exists, else NULL; no lock, no allocation. */
+static inline dev_seg_ent *dev_seg_peek(dev_segtab *t, uint64_t seg)
+{
+	uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
+	if (SPW_UNLIKELY(ci >= t->nchunks))
+		return NULL;
+	dev_seg_ent *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
+	return SPW_LIKELY(c != NULL) ? &c[seg & (DEV_SEG_CHUNK - 1)] : NULL;
+}
 
 /* Resolve segment seg: 0 with *h, 1 = absent (reading), -ENOENT = removed, -EINVAL = out of range,
  * other -errno from open/create. The fast path is two loads. */
 static inline int dev_seg_get(dev *d, uint64_t seg, bool create, int64_t *h)
 {
-	dev_segtab *t = d->segs;
-	uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
-	if (SPW_LIKELY(ci < t->nchunks)) {
-		_Atomic int64_t *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
-		if (SPW_LIKELY(c != NULL)) {
-			int64_t v = atomic_load_explicit(&c[seg & (DEV_SEG_CHUNK - 1)], memory_order_acquire);
-			if (SPW_LIKELY(v > 0)) {
-				*h = v;
-				return 0;
-			}
+	dev_seg_ent *e = dev_seg_peek(d->segs, seg);
+	if (SPW_LIKELY(e != NULL)) {
+		int64_t v = atomic_load_explicit(&e->h, memory_order_acquire);
+		if (SPW_LIKELY(v > 0)) {
+			*h = v;
+			return 0;
 		}
 	}
 	return dev_seg_get_slow(d, seg, create, h);
+}
+
+/* A write of the file bytes [off, end) of segment seg (entry e, open, fd = h - 1) is about to be
+ * queued: when it comes near the reserved end, claim the next step and have it preallocated
+ * (device.c notes 6 and 8). One relaxed load when it does not. */
+void dev_files_reserve_ahead(dev *d, uint64_t seg, dev_seg_ent *e, int fd, uint64_t off,
+                             uint64_t end);
+
+static inline void dev_files_reserve(dev *d, uint64_t seg, dev_seg_ent *e, int64_t h, uint64_t off,
+                                     uint64_t end)
+{
+	if (SPW_UNLIKELY(end + d->segs->prealloc_ahead > atomic_load_explicit(&e->reserved,
+	                                                                      memory_order_relaxed)))
+		dev_files_reserve_ahead(d, seg, e, (int)(h - 1), off, end);
 }
 
 /* ---- device setup -------------------------------------------------------------------------- */
@@ -80,6 +123,8 @@ int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool dir
 void dev_files_close(dev *d);
 /* fdatasync every open segment file. */
 int dev_files_sync(dev *d);
+/* Unlink every <prefix><n> with n < until, the ones never opened by this process included. */
+void dev_files_purge_below(dev_segtab *t, uint64_t until);
 
 /* Backend constructors (the registry in device.c calls them). */
 int dev_uring_open(const dev_config *cfg, dev **out, char *err, size_t errlen);
@@ -263,9 +308,10 @@ int dev_iov_slice(const struct iovec *iov, int iovcnt, uint64_t skip, uint64_t l
 
 /*
  * Queue r on a file backend that prepares kernel requests one piece at a time: split at segment
- * boundaries, resolve each segment's fd (creating it for writes), and call prep(q, fd, op, off,
- * iov, iovcnt, tag) for each piece; pieces of absent or removed segments complete at once. prep
- * cannot fail: the capacity (q->depth pieces) is checked first. 0, -EINVAL, -EAGAIN.
+ * boundaries, resolve each segment's fd (creating it for writes, and preallocating ahead of them:
+ * dev_files_reserve), and call prep(q, fd, op, off, iov, iovcnt, tag) for each piece; pieces of
+ * absent or removed segments complete at once. prep cannot fail: the capacity (q->depth pieces) is
+ * checked first. 0, -EINVAL, -EAGAIN.
  * The common case (one segment, already open) is inline so that prep inlines into it.
  */
 typedef void (*dev_prep_fn)(dev_queue *q, int fd, int op, uint64_t off, const struct iovec *iov,
@@ -281,17 +327,16 @@ static inline int dev_files_enqueue(dev_queue *q, dev_req *r, int op, dev_prep_f
 	uint64_t seg = r->offset >> d->segment_shift;
 	if (SPW_LIKELY(op != DEV_OP_FLUSH && q->pieces < q->depth &&
 	               ((r->offset + r->p.len - 1) >> d->segment_shift) == seg)) {
-		dev_segtab *t = d->segs;
-		uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
-		_Atomic int64_t *c = ci < t->nchunks ?
-			atomic_load_explicit(&t->chunks[ci], memory_order_acquire) : NULL;
-		int64_t h = c ? atomic_load_explicit(&c[seg & (DEV_SEG_CHUNK - 1)], memory_order_acquire) : 0;
+		dev_seg_ent *e = dev_seg_peek(d->segs, seg);
+		int64_t h = e ? atomic_load_explicit(&e->h, memory_order_acquire) : 0;
 		if (SPW_LIKELY(h > 0)) {
+			uint64_t off = r->offset & (d->segment_bytes - 1);
+			if (op == DEV_OP_WRITE)
+				dev_files_reserve(d, seg, e, h, off, off + r->p.len);
 			r->p.pending = 1;
 			q->pieces++;
 			q->unsubmitted++;
-			prep(q, (int)(h - 1), op, r->offset & (d->segment_bytes - 1), r->iov, r->iovcnt,
-			     (uintptr_t)r);
+			prep(q, (int)(h - 1), op, off, r->iov, r->iovcnt, (uintptr_t)r);
 			return 0;
 		}
 	}

@@ -2,8 +2,9 @@
  * dev_mem.c - the LocalMemory backend (--device-type localmemory): segments in RAM.
  *
  * The software ceiling for benchmarks: the whole pending-IO path with zero device latency. Segments
- * are anonymous NORESERVE mappings made on the first write (memory is committed as it is touched);
- * each remembers its written end, so a read past it is short, as on a file.
+ * are anonymous NORESERVE mappings made on the first write (memory is committed as it is touched,
+ * so a small store holds little whatever the segment size; dev_disk_usage counts the resident
+ * pages); each remembers its written end, so a read past it is short, as on a file.
  *
  * --device-completion-threads 0: dev_submit copies on the submitting thread and the callbacks run
  * in its next dev_reap (no thread hop). N > 0: dev_submit hands the batch to N copy threads (one
@@ -79,6 +80,44 @@ static int mem_seg_release(dev *d, uint64_t seg, int64_t h, bool destroy)
 		munmap(s->buf, d->segment_bytes);
 		free(s);
 	}
+	return 0;
+}
+
+/* Pages of s that hold memory: mincore over its written part, a window at a time (no allocation);
+ * the rounded-up written end if the kernel will not say. */
+static uint64_t mem_seg_resident(const mem_seg *s)
+{
+	enum { WINDOW_PAGES = 4096 };
+	unsigned char vec[WINDOW_PAGES];
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t end = (atomic_load_explicit(&s->end, memory_order_relaxed) + page - 1) & ~(page - 1);
+	uint64_t bytes = 0;
+
+	for (uint64_t at = 0; at < end; at += WINDOW_PAGES * page) {
+		uint64_t len = SPW_MIN(end - at, WINDOW_PAGES * page);
+		if (mincore(s->buf + at, len, vec) < 0)
+			return end;
+		for (uint64_t i = 0; i < len / page; i++)
+			bytes += (vec[i] & 1) ? page : 0;
+	}
+	return bytes;
+}
+
+static int mem_seg_usage_one(dev *d, uint64_t seg, int64_t h, void *ctx)
+{
+	(void)d;
+	(void)seg;
+	*(uint64_t *)ctx += mem_seg_resident((const mem_seg *)(intptr_t)h);
+	return 0;
+}
+
+/* dev_disk_usage for memory: what the segments hold. Under the table lock, which their release
+ * (removal, truncation) also takes, so no mapping goes away under mincore. */
+static int mem_usage(dev *d, uint64_t *bytes)
+{
+	pthread_mutex_lock(&d->segs->lock);
+	dev_segtab_each_open(d, mem_seg_usage_one, bytes);
+	pthread_mutex_unlock(&d->segs->lock);
 	return 0;
 }
 
@@ -197,6 +236,7 @@ int dev_mem_open(const dev_config *cfg, dev **out, char *err, size_t errlen)
 		goto fail;
 	d->base.segs->open = mem_seg_open;
 	d->base.segs->release = mem_seg_release;
+	d->base.segs->usage = mem_usage;
 	if (n > 0) {
 		d->threads = calloc((size_t)n, sizeof(*d->threads));
 		if (!d->threads) {

@@ -110,6 +110,8 @@ static void posix_do(dev *d, dev_req *r)
 		} else if (op == DEV_OP_FLUSH) {
 			res = fdatasync((int)(h - 1)) < 0 ? -errno : 0;
 		} else {
+			if (op == DEV_OP_WRITE)
+				dev_files_reserve(d, seg, dev_seg_peek(d->segs, seg), h, file_off, file_off + len);
 			int n = dev_iov_slice(r->iov, r->iovcnt, rel, len, iov);
 			res = posix_piece((int)(h - 1), op, file_off, iov, n);
 		}

@@ -21,31 +21,61 @@
  *     ABSENT -> handle, and anything -> REMOVED; the request path reads them lock-free. Handles stay
  *     valid until the segment is removed or the device closed, which the caller orders after all IO
  *     to the segment (see device.h).
- *  6. Segment files are preallocated with FALLOC_FL_KEEP_SIZE: disk space is reserved but the size
- *     stays the written end, which is what gives invariant 2 after a reopen.
+ *  6. Segment files are preallocated with FALLOC_FL_KEEP_SIZE, so that page writes land in blocks
+ *     reserved for them (no block allocation on the write path, and a segment's blocks stay near
+ *     each other), while the size stays the written end, which is what gives invariant 2 after a
+ *     reopen. The reservation grows with the writes instead of covering the whole segment at
+ *     creation, so disk use (st_blocks, what du shows and dev_disk_usage counts) follows the data:
+ *     a store that wrote 1 MB into 1 GiB segments holds one step, not 1 GiB. A new file gets its
+ *     first step (cfg.prealloc_step, 64 MiB by default, at most the segment) at creation; an ENOSPC
+ *     there fails the write that creates it. Each segment entry holds its reserved end r
+ *     (dev_seg_ent.reserved); a write that ends within half a step of r claims up to 2r (or past
+ *     itself, rounded to a step, if it jumped further), at most the segment, with one CAS
+ *     (dev_files_reserve_ahead): with several threads writing one segment exactly one claims each
+ *     range, and the others, seeing it claimed, go on. Doubling rather than a fixed step because
+ *     each extension of a file being written costs a drain of its IO (note 8): a 1 GiB segment
+ *     grows in 4 extensions from 64 MiB, not 15, and what lies reserved past the written end is
+ *     less than the written part plus a step and a half, in the segments being written only (a
+ *     segment written to its end holds exactly its data). It stays allocated across a close. A
+ *     failed extension is logged once and not retried (the writes then allocate as they go: the
+ *     reservation is for speed and layout, never for correctness); a file system without fallocate
+ *     is not asked again. A file found at open (a reopen) has an unknown reservation: its first
+ *     write claims its own step.
  *  7. Every failure is a return value (-errno) or a callback result; no path aborts. Refusals by the
  *     kernel (io_uring, aio, O_DIRECT) are reported with the reason and never silently worked
  *     around, unless cfg.allow_fallback asks for it (then the fallback is logged).
+ *  8. Where the extensions after the first step are made: by a thread of the device's own (the
+ *     preallocator, dev_files.c, started on the first claim), never by the writer. The kernel makes
+ *     a fallocate wait for every direct IO in flight on the file (inode_dio_wait, ext4 and xfs
+ *     alike), and the writer that claims an extension has its own writes in flight there: made on
+ *     the writer, each one stalled it for as long as its queue took to drain (docs/BENCHMARKS.md,
+ *     "Step preallocation"), which on a worker is a stall of every client it serves. The writer
+ *     only claims (one CAS) and queues the range (one mutex, once per extension); with io_uring its
+ *     writes meanwhile go on asynchronously (the kernel hands those that meet the file's lock to its
+ *     workers), while a libaio or posix writer still waits for the file's lock in its submission:
+ *     that part of the cost is the kernel's, and the doubling of note 6 keeps it to a few times per
+ *     segment. The claim is made half a step early, so the range is normally in place before the
+ *     writes reach it; a write that gets there first still succeeds (the file system allocates it).
+ *     The first step stays on the creating thread (the new file has no IO in flight, and its ENOSPC
+ *     must fail that write); dev_segment_prepare lets a caller take that off its workers too.
  *
  * A request's life:
  *   dev_read/dev_write/dev_flush -> dev_req_begin (validate, throttle) -> queued (SQE / iocb / list)
  *   -> dev_submit (kernel or copy threads) -> completed (CQE / io_event / done list)
  *   -> dev_reap -> dev_req_finish (throttle slot back, callback).
  *
- * Sections: registry and dev_open; base device; segment table; segment files; requests.
+ * Sections: registry and dev_open; base device; segment table; requests. The segment files are
+ * dev_files.c's.
  */
 #include "device/dev_int.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- registry and dev_open ------------------------------------------------------------------ */
@@ -223,6 +253,18 @@ void dev_close(dev *d)
 
 /* ---- base device ---------------------------------------------------------------------------- */
 
+/* The preallocation step (note 6): cfg's, or the default, as a power of two from 64 KiB to the
+ * segment; a write that ends within half a step of the reserved end reserves the next step. */
+static void dev_prealloc_init(dev_segtab *t, const dev_config *cfg, uint64_t seg)
+{
+	uint64_t step = cfg->prealloc_step ? cfg->prealloc_step : DEV_PREALLOC_STEP_DEFAULT;
+	uint64_t p = DEV_SEGMENT_MIN;
+	while (p < step && p < seg)
+		p <<= 1;
+	t->prealloc_step = SPW_MIN(p, seg);
+	t->prealloc_ahead = t->prealloc_step / 2;
+}
+
 int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, const dev_config *cfg,
                   char *err, size_t errlen)
 {
@@ -254,9 +296,12 @@ int dev_base_init(dev *d, const dev_ops *ops, const char *name, uint32_t caps, c
 	d->segment_shift = (unsigned)__builtin_ctzll(seg);
 	atomic_init(&d->inflight, 0);
 	int rc = dev_segtab_open(d);
-	if (rc)
+	if (rc) {
 		dev_err_set(err, errlen, "cannot allocate the segment table: %s", spw_strerror(rc));
-	return rc;
+		return rc;
+	}
+	dev_prealloc_init(d->segs, cfg, seg);
+	return 0;
 }
 
 void dev_base_fini(dev *d)
@@ -286,20 +331,15 @@ int dev_segtab_open(dev *d)
 	return 0;
 }
 
-/* A visitor of dev_segtab_each_open: segment seg has the open handle h. Nonzero stops the walk. */
-typedef int (*dev_seg_open_fn)(dev *d, uint64_t seg, int64_t h, void *ctx);
-
-/* Call fn for every open handle in the table, in segment order; returns fn's first nonzero result,
- * else 0. The caller holds the table lock or owns the table alone (close). */
-static int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx)
+int dev_segtab_each_open(dev *d, dev_seg_open_fn fn, void *ctx)
 {
 	dev_segtab *t = d->segs;
 	for (uint64_t ci = 0; ci < t->nchunks; ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
+		dev_seg_ent *c = atomic_load(&t->chunks[ci]);
 		if (!c)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
-			int64_t h = atomic_load(&c[i]);
+			int64_t h = atomic_load(&c[i].h);
 			int rc = h > 0 ? fn(d, (ci << DEV_SEG_CHUNK_BITS) | i, h, ctx) : 0;
 			if (rc)
 				return rc;
@@ -333,12 +373,12 @@ void dev_segtab_close(dev *d)
 }
 
 /* The entry of seg, allocating its chunk; NULL when out of range or out of memory. Lock held. */
-static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
+static dev_seg_ent *dev_seg_slot(dev_segtab *t, uint64_t seg)
 {
 	uint64_t ci = seg >> DEV_SEG_CHUNK_BITS;
 	if (ci >= t->nchunks)
 		return NULL;
-	_Atomic int64_t *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
+	dev_seg_ent *c = atomic_load_explicit(&t->chunks[ci], memory_order_acquire);
 	if (!c) {
 		c = calloc(DEV_SEG_CHUNK, sizeof(*c));
 		if (!c)
@@ -351,7 +391,7 @@ static _Atomic int64_t *dev_seg_slot(dev_segtab *t, uint64_t seg)
 
 /* Take the table lock and find seg's entry: 0 with *slot and the lock held, or -EINVAL (out of
  * range) / -ENOMEM without it. */
-static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
+static int dev_seg_lock(dev *d, uint64_t seg, dev_seg_ent **slot /* out */)
 {
 	dev_segtab *t = d->segs;
 	if (seg >= (DEV_MAX_BYTES >> d->segment_shift))
@@ -368,7 +408,7 @@ static int dev_seg_lock(dev *d, uint64_t seg, _Atomic int64_t **slot /* out */)
 int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 {
 	dev_segtab *t = d->segs;
-	_Atomic int64_t *slot;
+	dev_seg_ent *slot;
 	int rc;
 
 	if (seg < atomic_load_explicit(&t->begin, memory_order_acquire))
@@ -376,7 +416,7 @@ int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 	rc = dev_seg_lock(d, seg, &slot);
 	if (rc)
 		return rc;
-	int64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+	int64_t v = atomic_load_explicit(&slot->h, memory_order_relaxed);
 	if (v > 0) {
 		*h = v;
 		rc = 0;
@@ -392,10 +432,11 @@ int dev_seg_get_slow(dev *d, uint64_t seg, bool create, int64_t *h)
 	}
 	rc = t->open(d, seg, create, &v);
 	if (rc == 1) {
-		atomic_store_explicit(slot, DEV_SEG_ABSENT, memory_order_release);
+		atomic_store_explicit(&slot->h, DEV_SEG_ABSENT, memory_order_release);
 	} else if (rc == 0) {
-		/* Release: the handle is published after whatever open/create did to set it up. */
-		atomic_store_explicit(slot, v, memory_order_release);
+		/* Release: the handle is published after whatever open/create did to set it up (the
+		 * entry's reserved end included). */
+		atomic_store_explicit(&slot->h, v, memory_order_release);
 		*h = v;
 	}
 out:
@@ -405,14 +446,22 @@ out:
 
 int dev_seg_remove(dev *d, uint64_t seg)
 {
-	_Atomic int64_t *slot;
+	dev_seg_ent *slot;
 	int rc = dev_seg_lock(d, seg, &slot);
 	if (rc)
 		return rc;
-	int64_t v = atomic_exchange(slot, DEV_SEG_REMOVED);
+	int64_t v = atomic_exchange(&slot->h, DEV_SEG_REMOVED);
 	rc = d->segs->release(d, seg, v > 0 ? v : 0, true);
 	pthread_mutex_unlock(&d->segs->lock);
 	return rc;
+}
+
+int dev_disk_usage(dev *d, uint64_t *bytes)
+{
+	if (!d || !d->segs || !bytes)
+		return -EINVAL;
+	*bytes = 0;
+	return d->segs->usage ? d->segs->usage(d, bytes) : 0;
 }
 
 int dev_segment_prepare(dev *d, uint64_t seg)
@@ -423,13 +472,6 @@ int dev_segment_prepare(dev *d, uint64_t seg)
 	return dev_seg_get(d, seg, true, &h);
 }
 
-static void dev_files_purge_below(dev_segtab *t, uint64_t until);
-
-/*
- * Everything below until goes: the table's begin moves first (so new lookups there fail at once),
- * then open handles are released and, for files, the directory is swept once, so the cost follows
- * the segments that exist, not the width of the range.
- */
 void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len)
 {
 	const dev_segtab *t = d->segs;
@@ -439,6 +481,11 @@ void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len)
 		snprintf(buf, len, "segment %llu", (unsigned long long)seg);
 }
 
+/*
+ * Everything below until goes: the table's begin moves first (so new lookups there fail at once),
+ * then open handles are released and, for files, the directory is swept once, so the cost follows
+ * the segments that exist, not the width of the range.
+ */
 int dev_truncate_until(dev *d, uint64_t offset)
 {
 	dev_segtab *t;
@@ -459,14 +506,14 @@ int dev_truncate_until(dev *d, uint64_t offset)
 	atomic_store_explicit(&t->begin, until, memory_order_release);
 	for (uint64_t ci = from >> DEV_SEG_CHUNK_BITS; ci < t->nchunks && (ci << DEV_SEG_CHUNK_BITS) < until;
 	     ci++) {
-		_Atomic int64_t *c = atomic_load(&t->chunks[ci]);
+		dev_seg_ent *c = atomic_load(&t->chunks[ci]);
 		if (!c)
 			continue;
 		for (uint32_t i = 0; i < DEV_SEG_CHUNK; i++) {
 			uint64_t seg = (ci << DEV_SEG_CHUNK_BITS) | i;
 			if (seg < from || seg >= until)
 				continue;
-			int64_t h = atomic_exchange(&c[i], DEV_SEG_REMOVED);
+			int64_t h = atomic_exchange(&c[i].h, DEV_SEG_REMOVED);
 			if (h > 0)
 				t->release(d, seg, h, true);
 		}
@@ -479,316 +526,6 @@ int dev_truncate_until(dev *d, uint64_t offset)
 			rc = -errno;
 	}
 	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-/* ---- segment files -------------------------------------------------------------------------- */
-
-#define DEV_SEG_NAME_MAX (DEV_PREFIX_MAX + 24)   /* <prefix>, 20 digits, NUL */
-
-static void dev_seg_name(const dev_segtab *t, char *buf, size_t len, uint64_t seg)
-{
-	snprintf(buf, len, "%s%llu", t->prefix, (unsigned long long)seg);
-}
-
-/* Open (or create) the file of segment seg. Lock held. 0 with *h = fd + 1, 1 absent, or -errno. */
-static int dev_file_open(dev *d, uint64_t seg, bool create, int64_t *h)
-{
-	dev_segtab *t = d->segs;
-	char name[DEV_SEG_NAME_MAX];
-	int fd, flags = O_RDWR | O_CLOEXEC | t->oflags;
-
-	dev_seg_name(t, name, sizeof(name), seg);
-	fd = openat(t->dirfd, name, flags);
-	if (fd < 0 && errno == ENOENT) {
-		if (!create)
-			return 1;
-		fd = openat(t->dirfd, name, flags | O_CREAT | O_EXCL, 0644);
-		if (fd >= 0) {
-			/* Reserve the whole segment now so that later writes do not allocate, keeping the size
-			 * at the written end (invariant 6). A file system without fallocate still works. */
-			if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)d->segment_bytes) < 0) {
-				int e = errno;
-				if (e == ENOSPC) {
-					close(fd);
-					unlinkat(t->dirfd, name, 0);
-					return -ENOSPC;
-				}
-				if (!t->prealloc_warned) {
-					t->prealloc_warned = true;
-					spw_log(SPW_LOG_NOTICE, e, "device: cannot preallocate segments in %s", t->dir);
-				}
-			}
-			/* The new directory entry must survive a crash as much as the data written into it. */
-			fsync(t->dirfd);
-		}
-	}
-	if (fd < 0) {
-		int e = errno;
-		spw_log(SPW_LOG_WARNING, e, "device: cannot open segment %s/%s", t->dir, name);
-		return -e;
-	}
-	*h = (int64_t)fd + 1;
-	return 0;
-}
-
-static int dev_file_release(dev *d, uint64_t seg, int64_t h, bool destroy)
-{
-	dev_segtab *t = d->segs;
-	char name[DEV_SEG_NAME_MAX];
-	if (h > 0)
-		close((int)(h - 1));
-	if (!destroy)
-		return 0;
-	dev_seg_name(t, name, sizeof(name), seg);
-	if (unlinkat(t->dirfd, name, 0) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* A visitor of dev_files_walk: the file name, its segment number, the caller's context. */
-typedef void (*dev_seg_visit_fn)(dev_segtab *t, const char *name, uint64_t seg, void *ctx);
-
-/* Call fn for every file <prefix><n> in the folder (n in base 10, nothing after it); other files
- * are not the device's. The one directory walk, behind reopening and truncation. */
-static void dev_files_walk(dev_segtab *t, dev_seg_visit_fn fn, void *ctx)
-{
-	int fd = openat(t->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	size_t plen = strlen(t->prefix);
-	struct dirent *e;
-
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(dir)) != NULL) {
-		char *end;
-		if (strncmp(e->d_name, t->prefix, plen) != 0 || !e->d_name[plen])
-			continue;
-		unsigned long long n = strtoull(e->d_name + plen, &end, 10);
-		if (*end == '\0')
-			fn(t, e->d_name, n, ctx);
-	}
-	closedir(dir);
-}
-
-static void dev_seg_lowest(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
-{
-	uint64_t *lowest = ctx;
-	(void)t;
-	(void)name;
-	if (seg < *lowest)
-		*lowest = seg;
-}
-
-/* Find the lowest existing segment file: segments below it were removed before a reopen. */
-static void dev_files_scan(dev *d)
-{
-	uint64_t lowest = UINT64_MAX;
-	dev_files_walk(d->segs, dev_seg_lowest, &lowest);
-	if (lowest != UINT64_MAX)
-		atomic_store(&d->segs->begin, lowest);
-}
-
-/*
- * Probe the file system: can a file here be opened O_DIRECT and take a one-sector direct write, and
- * what alignment does statx report? Uses a scratch file that is removed again.
- */
-static int dev_files_probe(dev *d, bool direct, char *err, size_t errlen)
-{
-	dev_segtab *t = d->segs;
-	const char *probe = ".probe";
-	void *buf = NULL;
-	int fd = -1, rc = 0;
-	struct statx sx;
-	uint32_t sector = 512, mem = 512;
-
-	fd = openat(t->dirfd, probe, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0),
-	            0600);
-	if (fd < 0) {
-		rc = -errno;
-		if (direct && rc == -EINVAL) {
-			dev_err_set(err, errlen,
-			            "the file system under %s refuses O_DIRECT (open: %s); use --device-type posix "
-			            "or allow the fallback", t->dir, strerror(-rc));
-			rc = -EOPNOTSUPP;
-		} else {
-			dev_err_set(err, errlen, "cannot create files in %s: %s", t->dir, strerror(-rc));
-		}
-		goto fail;
-	}
-	memset(&sx, 0, sizeof(sx));
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
-	    sx.stx_dio_offset_align) {
-		sector = SPW_MAX(sx.stx_dio_offset_align, 512u);
-		mem = SPW_MAX(sx.stx_dio_mem_align, 1u);
-	}
-	if (d->sector_bytes < sector)
-		d->sector_bytes = sector;
-	d->mem_align = SPW_MAX(mem, d->sector_bytes);   /* callers align buffers to sectors anyway */
-	if (direct) {
-		/* Some file systems accept the flag and refuse the IO: try one aligned write. */
-		if (posix_memalign(&buf, d->mem_align, d->sector_bytes) != 0) {
-			rc = -ENOMEM;
-			dev_err_set(err, errlen, "out of memory");
-			goto fail;
-		}
-		memset(buf, 0, d->sector_bytes);
-		if (pwrite(fd, buf, d->sector_bytes, 0) != (ssize_t)d->sector_bytes) {
-			rc = errno ? -errno : -EIO;
-			dev_err_set(err, errlen, "the file system under %s refuses O_DIRECT writes of %u bytes "
-			            "(%s); use --device-type posix or allow the fallback",
-			            t->dir, d->sector_bytes, strerror(-rc));
-			if (rc == -EINVAL)
-				rc = -EOPNOTSUPP;
-			goto fail;
-		}
-	}
-fail:
-	free(buf);
-	if (fd >= 0) {
-		close(fd);
-		unlinkat(t->dirfd, probe, 0);
-	}
-	return rc;
-}
-
-/* Copy the folder and the prefix out of cfg and create the folder. */
-static int dev_files_names(dev_segtab *t, const dev_config *cfg, char *err, size_t errlen)
-{
-	if (!cfg->dir || !*cfg->dir) {
-		dev_err_set(err, errlen, "no directory given for the segment files");
-		return -EINVAL;
-	}
-	if (!cfg->prefix || strlen(cfg->prefix) > DEV_PREFIX_MAX || strchr(cfg->prefix, '/')) {
-		dev_err_set(err, errlen, "the segment file prefix must be given, without '/', in at most %d "
-		            "bytes", DEV_PREFIX_MAX);
-		return -EINVAL;
-	}
-	t->dir = strdup(cfg->dir);
-	t->prefix = strdup(cfg->prefix);
-	if (!t->dir || !t->prefix) {
-		dev_err_set(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (mkdir(t->dir, 0755) < 0 && errno != EEXIST) {
-		int e = errno;
-		dev_err_set(err, errlen, "cannot create %s: %s", t->dir, strerror(e));
-		return -e;
-	}
-	return 0;
-}
-
-static int dev_files_setup(dev *d, const dev_config *cfg, bool direct, char *err, size_t errlen)
-{
-	dev_segtab *t = d->segs;
-	int rc;
-
-	rc = dev_files_names(t, cfg, err, errlen);
-	if (rc)
-		return rc;
-	t->dirfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (t->dirfd < 0) {
-		rc = -errno;
-		dev_err_set(err, errlen, "cannot open %s: %s", t->dir, strerror(-rc));
-		return rc;
-	}
-	t->oflags = direct ? O_DIRECT : 0;
-	t->open = dev_file_open;
-	t->release = dev_file_release;
-	rc = dev_files_probe(d, direct, err, errlen);
-	if (rc)
-		return rc;
-	dev_files_scan(d);
-	return 0;
-}
-
-void dev_files_close(dev *d)
-{
-	dev_base_fini(d);
-	free(d);
-}
-
-int dev_files_open(const dev_ops *ops, const char *name, uint32_t caps, bool direct,
-                   const dev_config *cfg, dev **out, char *err, size_t errlen)
-{
-	dev *d = calloc(1, sizeof(*d));
-	int rc;
-
-	if (!d) {
-		dev_err_set(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	rc = dev_base_init(d, ops, name, caps, cfg, err, errlen);
-	if (rc == 0)
-		rc = dev_files_setup(d, cfg, direct, err, errlen);
-	if (rc) {
-		dev_files_close(d);
-		return rc;
-	}
-	*out = d;
-	return 0;
-}
-
-static void dev_seg_unlink_below(dev_segtab *t, const char *name, uint64_t seg, void *ctx)
-{
-	if (seg < *(const uint64_t *)ctx && unlinkat(t->dirfd, name, 0) < 0 && errno != ENOENT)
-		spw_log(SPW_LOG_WARNING, errno, "device: cannot remove %s/%s", t->dir, name);
-}
-
-/* Unlink every <prefix><n> with n < until (the ones never opened by this process included). */
-static void dev_files_purge_below(dev_segtab *t, uint64_t until)
-{
-	dev_files_walk(t, dev_seg_unlink_below, &until);
-}
-
-/* The fds dev_files_sync copies under the table lock. */
-typedef struct dev_fd_list {
-	int *fds;
-	int n, cap;
-} dev_fd_list;
-
-static int dev_seg_dup_fd(dev *d, uint64_t seg, int64_t h, void *ctx)
-{
-	dev_fd_list *l = ctx;
-	(void)d;
-	(void)seg;
-	if (l->n == l->cap) {
-		int cap = l->cap ? l->cap * 2 : 16;
-		int *nf = realloc(l->fds, (size_t)cap * sizeof(*nf));
-		if (!nf)
-			return -ENOMEM;
-		l->fds = nf;
-		l->cap = cap;
-	}
-	int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	l->fds[l->n++] = fd;
-	return 0;
-}
-
-/* fdatasync every open segment file. The fds are duplicated under the table lock and synced
- * outside it, so a worker creating a segment meanwhile does not wait for the disk. */
-int dev_files_sync(dev *d)
-{
-	dev_segtab *t = d->segs;
-	dev_fd_list l = { NULL, 0, 0 };
-
-	pthread_mutex_lock(&t->lock);
-	int rc = dev_segtab_each_open(d, dev_seg_dup_fd, &l);
-	pthread_mutex_unlock(&t->lock);
-	for (int i = 0; i < l.n; i++) {
-		if (fdatasync(l.fds[i]) < 0 && !rc)
-			rc = -errno;
-		close(l.fds[i]);
-	}
-	/* The directory too: segment files created since the last sync must not vanish in a crash. */
-	if (fsync(t->dirfd) < 0 && !rc)
-		rc = -errno;
-	free(l.fds);
 	return rc;
 }
 
@@ -942,6 +679,8 @@ int dev_files_enqueue_slow(dev_queue *q, dev_req *r, int op, dev_prep_fn prep)
 			SPW_MIN(d->segment_bytes - file_off, r->p.len - rel);
 		int64_t h;
 		int g = dev_seg_get(d, seg, op == DEV_OP_WRITE, &h);
+		if (g == 0 && op == DEV_OP_WRITE)
+			dev_files_reserve(d, seg, dev_seg_peek(d->segs, seg), h, file_off, file_off + len);
 		if (g != 0) {
 			/* Absent: a read there is past the written end, a flush has nothing to do. */
 			dev_piece_now(q, r, rel, len, g == 1 ? 0 : g);

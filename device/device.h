@@ -8,12 +8,15 @@
  *
  * Layout on disk: a logical byte space [0, 2^48) cut into segments of cfg.segment_bytes (a power of
  * two); segment n is the file <cfg.dir>/<cfg.prefix><n>, created on the first write that reaches it
- * (on the writing thread, once per segment) or earlier by dev_segment_prepare, preallocated with
- * fallocate(KEEP_SIZE) and opened O_DIRECT. The file's size is the written end, so
- * a read past it returns a short count, also after close and reopen. The folder and the prefix are
- * the caller's: the hybrid log's segments are <logdir>/Store/hlog.<n> because the server says so
- * (tier_open in server/start.c), and another user of the layer (an append-only file, checkpoints)
- * names its own. Files in the folder without the prefix are left alone.
+ * (on the writing thread, once per segment) or earlier by dev_segment_prepare, and opened O_DIRECT.
+ * Disk is reserved with fallocate(KEEP_SIZE) ahead of the writes, a first step (cfg.prealloc_step)
+ * when the file is made, then doubled as the writes near its end (by a thread of the device's), so
+ * writes land in preallocated space while a small store costs about a step per file, not a
+ * segment. The file's size is the written end, so a read past it returns a short count, also after
+ * close and reopen. The folder and the prefix are the caller's: the hybrid log's segments are
+ * <logdir>/Store/hlog.<n> because the server says so (tier_open in server/start.c), and another
+ * user of the layer (an append-only file, checkpoints) names its own. Files in the folder without
+ * the prefix are left alone.
  *
  * Threads and ownership:
  *  - A `dev` is shared by all threads. dev_open/dev_close run once, on any thread, with no queue open
@@ -60,6 +63,7 @@ typedef struct dev_ops dev_ops;
 #define DEV_PIECES_MAX 16                   /* segments one request may span */
 #define DEV_REQ_MAX_BYTES (1ULL << 30)      /* bytes in one request */
 #define DEV_PREFIX_MAX 200                  /* bytes of dev_config.prefix: leaves room for <n> in NAME_MAX */
+#define DEV_PREALLOC_STEP_DEFAULT (64ULL << 20)  /* bytes of a new segment file reserved at first */
 
 /* Capability bits (dev->caps): the log asks instead of assuming. */
 enum {
@@ -116,6 +120,10 @@ typedef struct dev_config {
 	uint32_t queue_depth;      /* IOs (segment pieces) one dev_queue holds queued + in flight */
 	int completion_threads;    /* --device-completion-threads (localmemory): 0 = submitter copies */
 	uint32_t sector_bytes;     /* localmemory sector; for files, a minimum over what statx says */
+	uint64_t prealloc_step;    /* file backends: bytes of a new segment file reserved (fallocate
+	                              KEEP_SIZE) when it is made, the reservation doubling from there ahead
+	                              of the writes; 0 = DEV_PREALLOC_STEP_DEFAULT, rounded up to a power
+	                              of two >= 64 KiB; >= segment_bytes reserves the whole segment at once */
 	bool allow_fallback;       /* uring -> libaio -> posix when the kernel or file system refuses */
 } dev_config;
 
@@ -270,9 +278,23 @@ int dev_truncate_until(dev *d, uint64_t offset);
  * otherwise. */
 void dev_segment_name(const dev *d, uint64_t seg, char *buf, size_t len);
 
-/* Create segment seg now (its file: open, fallocate, directory fsync), from a background thread,
- * so that the first write there does not pay for it on a worker. 0 or -errno (-ENOENT: removed). */
+/* Create segment seg now (its file: open, fallocate of the first step, directory fsync), from a
+ * background thread, so that the first write there does not pay for it on a worker. 0 or -errno
+ * (-ENOENT: removed). */
 int dev_segment_prepare(dev *d, uint64_t seg);
+
+/*
+ * What the device's segments take: for file backends the blocks allocated to every <prefix><n> in
+ * the folder (st_blocks * 512, what du shows: written data and the preallocated step ahead of the
+ * writes, files this process never opened included); for localmemory the memory its segments hold
+ * (resident pages); the fault wrapper answers for its inner device (its power-cut buffer is not
+ * counted). Any thread, at any time; a file removed meanwhile is simply not counted. The
+ * reservations claimed before the call are made first, so it may wait for the preallocation thread
+ * (a fallocate waits for the file's IO in flight: milliseconds, and only while a segment's
+ * reservation is being extended, a few times per segment). 0 with *bytes, or -errno (-EINVAL, or
+ * the folder cannot be read).
+ */
+int dev_disk_usage(dev *d, uint64_t *bytes /* out */);
 
 /* fdatasync every open segment (synchronous; for checkpoints and shutdown). 0 or -errno. */
 static inline int dev_sync(dev *d)

@@ -10,7 +10,8 @@
  * machine or build lacks the backend, never a pass. Each test runs in a fixture (conf_setup,
  * conf_teardown): a fresh device with 64 KiB segments and a queue, in a fresh directory on the
  * real file system (under the build directory), and the test's buffers (conf_scratch); teardown
- * frees them and removes the directory, also after a failed assertion.
+ * frees them and removes the directory, also after a failed assertion. The tests of disk use
+ * (preallocation in steps, dev_disk_usage) are in conf_disk.h.
  */
 #ifndef SPW_TEST_DEVICE_CONFORMANCE_H
 #define SPW_TEST_DEVICE_CONFORMANCE_H
@@ -755,6 +756,8 @@ static void test_device_names_are_case_insensitive_and_unknown_ones_explained(vo
 	assert_non_null(strstr(err, "power of two"));
 }
 
+#include "device/conf_disk.h"
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 int main(void)
@@ -792,6 +795,7 @@ int main(void)
 		                                conf_setup, conf_teardown),
 		cmocka_unit_test_setup_teardown(test_device_names_are_case_insensitive_and_unknown_ones_explained,
 		                                conf_setup, conf_teardown),
+		CONF_DISK_TESTS
 		CONF_EXTRA_TESTS
 	};
 	conf probe;
