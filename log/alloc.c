@@ -143,8 +143,8 @@
  *     land before or after it; a record they publish below Begin is simply invisible. Page writes
  *     still in flight below the new Head finish into the truncated part of the device (harmless:
  *     nothing reads there); their per-slot bookkeeping carries the page number, so a stale
- *     completion never counts for the page that reuses the slot. The device's space below Begin is
- *     not reclaimed yet.
+ *     completion never counts for the page that reuses the slot. The device's space below Begin
+ *     goes with hlog_reclaim (compact.c note 5), which the server's compactor runs.
  *
  * 10. Sticky error. A page write that fails or comes back short stores its error in l->error (first
  *     one wins, alloc_error_set), logs it, and wakes waiters (alloc_signal): from then on every

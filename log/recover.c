@@ -363,6 +363,8 @@ int hlog_recover(hlog *l, hlog_session *s, const char *dir, dev *logdev, int whi
 			hold = SPW_MIN(hold, pm.begin);
 	}
 	atomic_store(&l->ckpt_hold, hold);
+	if (l->dev)   /* what the checkpoints' retirement removed before the restart */
+		atomic_store(&l->reclaimed, hold & ~(l->dev->segment_bytes - 1));
 	out->id = m.id;
 	out->begin = m.begin;
 	out->cut = m.cut;

@@ -20,7 +20,7 @@
  *     already cost O(N) in Redis); every other operation goes pending instead. Its reads count in
  *     scan_reads; a failed read skips the rest of that chain and is reported by hlog_scan_error.
  *
- *  3. hlog_records_visit is the page walker of the tests (and of compaction later); recovery has
+ *  3. hlog_records_visit is the page walker of the tests (compaction has its own, compact.c); recovery has
  *     its own, which also reads pages from the device (recover.c). REC_VERSION bits stay reserved:
  *     checkpoints need no version in the records (ckpt.c note 1).
  */

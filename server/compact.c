@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #define COMPACT_WAIT_MS 1000   /* the compactor looks at its triggers once a second */
+#define COMPACT_WAIT_MEM_MS 20 /* without a device: 50 times a second (a cheap look) */
 #define COMPACT_NICE    10
 #define MIN_SHARE       0.25   /* note 1 */
 #define LOW_SHARE       0.02
@@ -139,7 +140,12 @@ static bool compact_due(bool asked, uint64_t disk, hlog_compact_opts *o)
 	uint64_t max_units = SPW_MAX(1, sp.units / 4);
 	bool near = dmax && disk > dmax / 10 * 9;
 	bool many = g_srv.dev && maxseg > 0 && sp.units > (uint64_t)maxseg;
-	bool full = !g_srv.dev && sp.tail - sp.begin > hlog_max_record_payload(l) / 2;
+	bool full = false;
+	if (!g_srv.dev) {
+		hlog_info hi;
+		hlog_info_get(l, &hi);
+		full = sp.tail - sp.begin > hi.memory_bytes / 2;
+	}
 	if (!near && !many && !full)
 		return false;
 	o->until = hlog_compact_choose(l, near ? LOW_SHARE : MIN_SHARE, max_units);
@@ -172,17 +178,20 @@ static void compact_checkpoints(hlog_session *s, uint64_t *removed)
 }
 
 /* Begin moved without a pass (FLUSHALL): the checkpoints catch up and the space comes back. */
-static void compact_space_back(hlog_session *s)
+static void compact_space_back(hlog_session *s, uint64_t begin_at_start)
 {
 	hlog_space sp;
 	hlog_space_get(g_srv.store, &sp);
 	if (!g_srv.dev || (sp.begin & ~(sp.unit_bytes - 1)) <= sp.reclaimed)
 		return;
 	uint64_t got = 0;
-	if (sp.hold != UINT64_MAX && sp.hold < (sp.begin & ~(sp.unit_bytes - 1)))
-		compact_checkpoints(s, &got);
-	else
+	/* Checkpoints only for a Begin this process moved: a start does not take any by itself. */
+	if (sp.hold != UINT64_MAX && sp.hold < (sp.begin & ~(sp.unit_bytes - 1))) {
+		if (sp.begin > begin_at_start)
+			compact_checkpoints(s, &got);
+	} else {
 		hlog_reclaim(g_srv.store, s, &got);
+	}
 	pthread_mutex_lock(&cs.lock);
 	cs.removed_bytes += got;
 	pthread_mutex_unlock(&cs.lock);
@@ -198,7 +207,8 @@ static int compact_pass(hlog_session *s, const hlog_compact_opts *o, hlog_compac
 		        ci->begin, ci->end, ci->copied, ci->copied_bytes, ci->expired, ci->evicted,
 		        ci->read_bytes, ci->duration_us / 1000);
 		uint64_t more = 0;
-		compact_checkpoints(s, &more);
+		if (g_srv.dev)   /* without one, no segment waits for them: the frames are free already */
+			compact_checkpoints(s, &more);
 		ci->removed_bytes += more;
 	}
 	if (rc < 0)
@@ -234,6 +244,9 @@ static void *compact_main(void *arg)
 		        "until restart", spw_strerror(rc));
 		return NULL;
 	}
+	hlog_space sp0;
+	hlog_space_get(g_srv.store, &sp0);
+	uint64_t begin_at_start = sp0.begin;
 	pthread_mutex_lock(&cs.lock);
 	while (!atomic_load(&cs.stop)) {
 		uint64_t serving = cs.asked;
@@ -246,7 +259,7 @@ static void *compact_main(void *arg)
 		bool due = !atomic_load(&g_srv.loading) && compact_due(asked, disk, &o);
 		int prc = due ? compact_pass(s, &o, &ci) : 0;
 		if (!due && !atomic_load(&g_srv.loading))
-			compact_space_back(s);
+			compact_space_back(s, begin_at_start);
 		if (due)
 			disk = disk_usage();
 		compact_oom_update(disk);
@@ -272,9 +285,13 @@ static void *compact_main(void *arg)
 		}
 		if (due && ci.end > ci.begin)
 			continue;   /* more may be due at once */
+		/* Without a device the log fills the memory at the writers' speed: look more often. */
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += COMPACT_WAIT_MS / 1000;
+		long wait_ms = g_srv.dev ? COMPACT_WAIT_MS : COMPACT_WAIT_MEM_MS;
+		ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+		ts.tv_sec += wait_ms / 1000 + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
 		if (cs.asked == cs.done && !atomic_load(&cs.stop))
 			pthread_cond_timedwait(&cs.cond, &cs.lock, &ts);
 	}
