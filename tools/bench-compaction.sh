@@ -12,7 +12,7 @@
 #              oldest part is mostly garbage: idle, then while COMPACT runs under the IO budget.
 #              ROUNDS_LAT rounds, medians; a fresh store each round (a pass leaves nothing to do).
 #
-# Environment: KEYS=100000 VALLEN=1000 ROUNDS=10 SEGMENT=16m MEMORY=64m, LAT_KEYS=2000000,
+# Environment: KEYS=100000 VALLEN=1000 ROUNDS=10 SEGMENT=8m MEMORY=64m, LAT_KEYS=2000000,
 # RATE=10000, LAT_S=10, ROUNDS_LAT=3, IO_LIMIT=64mb, PARTS="overwrite latency", SPW_BIN=build/bin,
 # THREADS=2, DATA=/tmp.
 set -euo pipefail
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 KEYS=${KEYS:-100000}
 VALLEN=${VALLEN:-1000}
 ROUNDS=${ROUNDS:-10}
-SEGMENT=${SEGMENT:-16m}
+SEGMENT=${SEGMENT:-8m}
 MEMORY=${MEMORY:-64m}
 LAT_KEYS=${LAT_KEYS:-2000000}
 RATE=${RATE:-10000}

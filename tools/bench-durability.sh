@@ -39,29 +39,6 @@ done
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-# wait_ready PORT PID: until PING answers PONG (not -LOADING); 1 when the process died.
-wait_ready() {
-	while :; do
-		[ "$(redis-cli -h 127.0.0.1 -p "$1" PING 2>/dev/null)" = PONG ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.01
-	done
-}
-
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-# spw_start DIR PORT FLAGS...: starts spillway-server in the background; sets PID.
-spw_start() {
-	local dir=$1 port=$2
-	shift 2
-	"$BIN/spillway-server" --bind 127.0.0.1 --port "$port" --dir "$dir" --logdir "$dir" \
-		--threads "$THREADS" --save "" --checkpoint-interval 0 "$@" >>"$dir/server.log" 2>&1 &
-	PID=$!
-	PIDS+=("$PID")
-}
-
 redis_start() {
 	local dir=$1 port=$2
 	shift 2
