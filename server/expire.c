@@ -21,8 +21,12 @@
  *     number of buckets where EXPIRE_KEYS_PER_LOOP keys with an expiry are expected (buckets over
  *     keys with an expiry, times 20), at least Redis's 400 and at most EXPIRE_LOOP_BUCKETS_MAX, so
  *     that a loop stays short where keys with a TTL are rare among many without. A loop that
- *     sampled nothing does not repeat (Redis repeats there because its empty buckets hold no key
- *     at all; ours may hold many keys without a TTL, and the CPU budget would go on walking them).
+ *     sampled nothing repeats only when the last cycle found its samples stale: Redis always
+ *     repeats there, its empty buckets holding no key at all, but ours may hold many keys without a
+ *     TTL, and an idle store would spend its CPU budget walking them. After a stale cycle, though,
+ *     the few expired keys left are sparse (the index does not shrink as Redis's dict does), and
+ *     stopping at the first empty loop would leave them for as many cycles as the index has
+ *     quotas; so such a cycle walks on, within its budget and one round of the index.
  *  3. The session. The expirer's store session is the server's one beyond the workers, the saver
  *     and the main thread (start.c sizes max_sessions). It is protected around each step only and
  *     its clock is set before each. With a storage tier it is attached on this thread (its
@@ -72,6 +76,7 @@ static struct {
 	pthread_t thread;
 	bool started, stop;
 	uint64_t cursor;                  /* the expirer's own: where the next step starts */
+	bool was_stale;                   /* the expirer's own: the last cycle's samples were stale */
 	/* note 4, under lock */
 	double stale;                     /* expired_stale_perc / 100 */
 	uint64_t cap_reached;
@@ -109,6 +114,12 @@ static uint64_t expire_loop_quota(uint64_t buckets, uint64_t expires)
 	return SPW_MIN(SPW_MAX(q, (uint64_t)EXPIRE_LOOP_BUCKETS_MIN), (uint64_t)EXPIRE_LOOP_BUCKETS_MAX);
 }
 
+/* Whether more than EXPIRE_ACCEPTABLE_STALE percent of sampled keys were expired. */
+static bool stale_above(uint64_t expired, uint64_t sampled)
+{
+	return sampled && expired * 100 > sampled * EXPIRE_ACCEPTABLE_STALE;
+}
+
 /* One cycle: loops while the sampled keys are stale, within the CPU budget (note 1). */
 static void expire_cycle(hlog_session *s)
 {
@@ -134,9 +145,10 @@ static void expire_cycle(hlog_session *s)
 				capped = true;
 				break;
 			}
-			repeat = st.sampled && st.expired * 100 > st.sampled * EXPIRE_ACCEPTABLE_STALE && walked < buckets;
+			repeat = walked < buckets && (st.sampled ? stale_above(st.expired, st.sampled) : ex.was_stale);
 		} while (repeat);
 	}
+	ex.was_stale = stale_above(expired, sampled);
 	uint64_t used = thread_cpu_ns() - t0;
 	double perc = sampled ? (double)expired / (double)sampled : 0.0;
 	pthread_mutex_lock(&ex.lock);
