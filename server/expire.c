@@ -114,6 +114,15 @@ static uint64_t expire_loop_quota(uint64_t buckets, uint64_t expires)
 	return SPW_MIN(SPW_MAX(q, (uint64_t)EXPIRE_LOOP_BUCKETS_MIN), (uint64_t)EXPIRE_LOOP_BUCKETS_MAX);
 }
 
+/* One loop: steps until EXPIRE_KEYS_PER_LOOP keys with an expiry were sampled, quota buckets or the
+ * left buckets of this cycle's round were walked. */
+static void expire_loop(hlog_session *s, uint64_t quota, uint64_t left, hlog_expire_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	while (st->sampled < EXPIRE_KEYS_PER_LOOP && st->buckets < quota && st->buckets < left)
+		expire_step(s, st);
+}
+
 /* Whether more than EXPIRE_ACCEPTABLE_STALE percent of sampled keys were expired. */
 static bool stale_above(uint64_t expired, uint64_t sampled)
 {
@@ -135,9 +144,7 @@ static void expire_cycle(hlog_session *s)
 		bool repeat;
 		do {
 			hlog_expire_stats st;
-			memset(&st, 0, sizeof(st));
-			while (st.sampled < EXPIRE_KEYS_PER_LOOP && st.buckets < quota && walked + st.buckets < buckets)
-				expire_step(s, &st);
+			expire_loop(s, quota, buckets - walked, &st);
 			walked += st.buckets;
 			sampled += st.sampled;
 			expired += st.expired;
@@ -145,7 +152,8 @@ static void expire_cycle(hlog_session *s)
 				capped = true;
 				break;
 			}
-			repeat = walked < buckets && (st.sampled ? stale_above(st.expired, st.sampled) : ex.was_stale);
+			repeat = walked < buckets &&
+			         (st.sampled ? stale_above(st.expired, st.sampled) : ex.was_stale);
 		} while (repeat);
 	}
 	ex.was_stale = stale_above(expired, sampled);
