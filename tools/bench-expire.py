@@ -11,11 +11,13 @@ took, on its one thread), expired_keys, expired_stale_perc, and from /proc the p
 time over the run. Needs Debian's python3-redis.
 
 Environment: SPW_BIN (build/bin/spillway-server), SPW_FLAGS (extra flags), DURATION (30), RATE
-(20000), KEYS (100000), SCENARIOS ("0 200000": the PERM counts to run).
+(20000), KEYS (100000), SCENARIOS ("0 200000": the PERM counts to run), ROUNDS (3: which server
+goes first alternates; the table shows medians, the ratio rows the median of each round's ratio).
 """
 import os
 import random
 import shutil
+import statistics
 import socket
 import subprocess
 import sys
@@ -30,6 +32,7 @@ DURATION = float(os.environ.get("DURATION", "30"))
 RATE = int(os.environ.get("RATE", "20000"))
 KEYS = int(os.environ.get("KEYS", "100000"))
 SCENARIOS = [int(x) for x in os.environ.get("SCENARIOS", "0 200000").split()]
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 BATCH = 200
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -111,27 +114,40 @@ def run(kind, perm):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def median_row(runs):
+    row = {}
+    for k in ("sets", "cycle_ms", "expired", "stale", "proc_cpu_s"):
+        row[k] = statistics.median(x[k] for x in runs)
+    drains = [x["drain_s"] for x in runs if x["drain_s"] is not None]
+    row["drain_s"] = statistics.median(drains) if len(drains) == len(runs) else None
+    return row
+
+
 def main():
-    rows = []
-    for perm in SCENARIOS:
-        for kind in ("redis", "spillway"):
-            res = run(kind, perm)
-            print(f"{kind} perm={perm}: {res}", flush=True)
-            rows.append((perm, kind, res))
+    runs = {}   # (perm, kind) -> [result per round]
+    for rnd in range(ROUNDS):
+        for perm in SCENARIOS:
+            order = ("redis", "spillway") if rnd % 2 == 0 else ("spillway", "redis")
+            for kind in order:
+                res = run(kind, perm)
+                print(f"round {rnd + 1} {kind} perm={perm}: {res}", flush=True)
+                runs.setdefault((perm, kind), []).append(res)
     print()
+    print(f"medians of {ROUNDS} rounds")
     print("| keys without TTL | server | SETs with TTL | expire_cycle_cpu_milliseconds | expired_keys "
           "| expired_stale_perc | process CPU s | DBSIZE drained after writes (s) |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for perm, kind, x in rows:
-        drain = f"{x['drain_s']:.1f}" if x["drain_s"] is not None else "not in 65 s"
-        print(f"| {perm} | {kind} | {x['sets']} | {x['cycle_ms']} | {x['expired']} | {x['stale']} "
-              f"| {x['proc_cpu_s']:.2f} | {drain} |")
     for perm in SCENARIOS:
-        red = next(x for p, k, x in rows if p == perm and k == "redis")
-        spw = next(x for p, k, x in rows if p == perm and k == "spillway")
-        ratio = spw["cycle_ms"] / red["cycle_ms"] if red["cycle_ms"] else float("inf")
-        print(f"| {perm} | Spillway / Redis | | {ratio:.2f} | | | "
-              f"{spw['proc_cpu_s'] / red['proc_cpu_s']:.2f} | |")
+        for kind in ("redis", "spillway"):
+            x = median_row(runs[(perm, kind)])
+            drain = f"{x['drain_s']:.1f}" if x["drain_s"] is not None else "not in 65 s"
+            print(f"| {perm} | {kind} | {x['sets']:.0f} | {x['cycle_ms']:.0f} | {x['expired']:.0f} "
+                  f"| {x['stale']:.2f} | {x['proc_cpu_s']:.2f} | {drain} |")
+    for perm in SCENARIOS:
+        red, spw = runs[(perm, "redis")], runs[(perm, "spillway")]
+        cyc = statistics.median(s["cycle_ms"] / r["cycle_ms"] for r, s in zip(red, spw) if r["cycle_ms"])
+        cpu = statistics.median(s["proc_cpu_s"] / r["proc_cpu_s"] for r, s in zip(red, spw))
+        print(f"| {perm} | Spillway / Redis | | {cyc:.2f} | | | {cpu:.2f} | |")
 
 
 if __name__ == "__main__":
