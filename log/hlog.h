@@ -214,6 +214,28 @@ uint64_t hlog_scan_cursor_end(hlog *l);   /* number of main buckets: cursors are
  * hlog_scan call met (the chains it could not read were skipped). */
 int hlog_scan_error(hlog_session *s);
 
+/*
+ * Active expiry (log/expire.c). One step of an expiry cycle: walks the index buckets
+ * [cursor, cursor + max_buckets) and, on each chain's in-memory part (the device part is
+ * compaction's), samples every key whose newest version has an expiry and removes those expired as
+ * of the session's now_ms, through the same path as a read that meets them (counted in
+ * expired_keys). Safe while other sessions read and write the same keys: a key set again meanwhile
+ * stays. The session is protected around the call (unprotect it between steps); with a device it
+ * is attached, and polled between steps (its removals may claim page writes). Adds to *st (the
+ * caller zeroes it) and returns the next cursor, 0 once the index was covered. Cursors are
+ * hlog_scan's (< hlog_scan_cursor_end).
+ */
+typedef struct hlog_expire_stats {
+	uint64_t buckets;         /* index buckets walked */
+	uint64_t chains;          /* entries whose chain was walked */
+	uint64_t records;         /* records visited in memory */
+	uint64_t sampled;         /* newest versions with an expiry (not tombstones) */
+	uint64_t expired;         /* keys this step removed */
+	uint64_t cold_chains;     /* chains whose rest lies below HeadAddress (left to compaction) */
+	int err;                  /* 0, or -ENOMEM: an expired key could not be queued (left for later) */
+} hlog_expire_stats;
+uint64_t hlog_expire_step(hlog_session *s, uint64_t cursor, uint64_t max_buckets, hlog_expire_stats *st);
+
 /* Exact number of live keys (expired ones not yet removed count, as in Redis). O(sessions). */
 uint64_t hlog_key_count(hlog *l);
 /* Number of keys with an expiry (the "expires=" of INFO keyspace). */

@@ -62,6 +62,7 @@ void info_stats_reset(void)
 		}
 	}
 	pthread_mutex_unlock(&g_srv.stats_lock);
+	expire_stats_reset();
 }
 
 /* ---------------- INFO ---------------- */
@@ -99,14 +100,18 @@ const server_counter_def server_counter_defs[] = { SERVER_COUNTERS(DEF) };
 #undef DEF
 const unsigned server_counter_count = SPW_ARRAY_LEN(server_counter_defs);
 
-/* The INFO lines of the server counters of one group, in table order. */
+/* The INFO lines of the server counters of one group, in table order; after expired_keys, the
+ * expirer's fields, where Redis 7.0 prints them (expire.c note 4). */
 static void info_counters(sbuf *b, const server_counters *s, int group)
 {
 	for (unsigned i = 0; i < server_counter_count; i++) {
 		const server_counter_def *d = &server_counter_defs[i];
-		if (d->group == group)
-			sb_printf(b, "%s:%llu\r\n", d->info,
-			          (unsigned long long)*(const uint64_t *)((const char *)s + d->off));
+		if (d->group != group)
+			continue;
+		sb_printf(b, "%s:%llu\r\n", d->info,
+		          (unsigned long long)*(const uint64_t *)((const char *)s + d->off));
+		if (d->off == offsetof(server_counters, expired_keys))
+			expire_info(b);
 	}
 }
 
@@ -352,11 +357,12 @@ static void info_stats(sbuf *b)
 {
 	server_counters s;
 	server_counters_sum(&s, false);
-	/* The store removes expired keys lazily, so it is the one that counts them. */
+	/* The store removes expired keys, lazily on a read and actively for the expirer, so it is the
+	 * one that counts them; less its CONFIG RESETSTAT baseline, as the rest. */
 	hlog_info hi;
 	hlog_info_get(g_srv.store, &hi);
-	s.expired_keys += hi.expired_keys;
 	pthread_mutex_lock(&g_srv.stats_lock);
+	s.expired_keys += hi.expired_keys - tier_base.expired_keys;
 	rates_update();
 	/* The counters first (SERVER_COUNTERS' order), then what is not a counter. */
 	sb_printf(b, "# Stats\r\n");

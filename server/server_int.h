@@ -494,6 +494,17 @@ void server_wake_saves(void);
  * reply leaves (client_pending_flush). */
 void worker_aof_flush(worker *w);
 
+/* ---------------- active expiry (expire.c) ---------------- */
+
+/* Start / stop the expirer thread (Redis's active expire cycle, with a store session of its own).
+ * expire_start: 0, or -1 after logging why (expired keys are then removed only when read). */
+int expire_start(void);
+void expire_stop(void);
+/* INFO # Stats: expired_stale_perc, expired_time_cap_reached_count, expire_cycle_cpu_milliseconds. */
+void expire_info(struct sbuf *b);
+/* CONFIG RESETSTAT: those three back to 0. */
+void expire_stats_reset(void);
+
 /* ---------------- commands (commands.c and cmd_*.c) ---------------- */
 
 typedef void cmd_fn(client *c);

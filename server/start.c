@@ -17,7 +17,8 @@
  *
  * Durability (persist.c): the workers start with g_srv.loading set and answer -LOADING while the
  * main thread recovers the store (a failed recovery stops the process with exit code 1: no
- * partial dataset is served); then the saver starts. At the end the saver stops and, unless
+ * partial dataset is served); then the saver and the expirer (expire.c) start. At the end the
+ * expirer and the saver stop and, unless
  * SHUTDOWN NOSAVE, the final checkpoint runs once the workers have exited, before the store
  * closes. Without --storage-tier, checkpoints write the in-memory log through a "logdev" of
  * their own on <dir>/Store; with one they use the store's device.
@@ -531,8 +532,8 @@ static int server_store_open(void)
 		.page_bytes = g_cfg.page_bytes,
 		.index_bytes = g_cfg.index_bytes,
 		.mutable_percent = g_cfg.mutable_percent,
-		.max_sessions = g_cfg.threads + 3,   /* the workers, the saver, the main thread's recovery,
-		                                        the compactor */
+		.max_sessions = g_cfg.threads + 4,   /* the workers, the saver, the main thread's recovery,
+		                                        the compactor, the expirer */
 		.dev = g_srv.dev,
 		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
 	};
@@ -627,6 +628,7 @@ static int workers_run(void)
 				spw_log(SPW_LOG_WARNING, 0, "No periodic checkpoints: the saver did not start");
 			if (compact_start() < 0)
 				spw_log(SPW_LOG_WARNING, 0, "No compaction: the compactor did not start");
+			expire_start();
 			server_wake_all();   /* workers open their AOF writers now that loading is over */
 			spw_log(SPW_LOG_NOTICE, 0, "Ready to accept connections");
 		}
@@ -634,8 +636,11 @@ static int workers_run(void)
 	for (int i = 0; i < started; i++)
 		pthread_join(g_srv.workers[i].thread, NULL);
 	int exit_code = atomic_load(&g_srv.start_failed) ? 1 : 0;
-	compact_stop();   /* before the final checkpoint: a pass it runs ends at its next page */
-	/* Every worker has exited: every acknowledged write is in the store (note at the top). */
+	/* Every worker has exited: every acknowledged write is in the store (note at the top). The
+	 * compactor and the expirer stop first (a pass ends at its next page), so the final checkpoint
+	 * sees a store nobody changes. */
+	compact_stop();
+	expire_stop();
 	if (persist_stop(ok && !atomic_load(&g_srv.shutdown_nosave)) < 0)
 		exit_code = 1;
 	if (!exit_code)
