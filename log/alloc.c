@@ -431,6 +431,7 @@ static void alloc_write_done(dev_req *req, int64_t res)
 {
 	readq_io *io = (readq_io *)req;
 	hlog_session *s = io->s;
+	readq_io_completed(s, io);
 	hlog *l = s->l;
 	uint64_t p = io->page, len = io->len;
 	uint64_t slot = p & (l->frame_slots - 1);
@@ -667,7 +668,7 @@ uint64_t alloc_truncate(hlog_session *s)
 
 /* Compaction's move of Begin (compact.c note 4), under ckpt_mu as FLUSHALL's: Begin to `to`, a
  * record boundary no higher than what compaction may pass (with a device, below Head; without
- * one, below SafeReadOnly), and the index entries below it cleared. The garbage of the units wholly
+ * one, below SafeReadOnly); the caller clears the index entries below it afterwards. The garbage of the units wholly
  * below goes to zero (their slots are reused). Without a device Head and ReadOnly follow Begin's
  * page as in FLUSHALL (note 9), and the frames below are released by alloc_truncate_release with
  * the Head returned; with one nothing in memory changes (0). */
@@ -677,7 +678,6 @@ uint64_t alloc_begin_raise(hlog_session *s, uint64_t to)
 	uint64_t old = load_acq(&l->begin);
 	if (!marker_advance(&l->begin, to))
 		return 0;
-	hidx_clear_below(l->idx, to);
 	uint64_t u0 = old >> l->unit_bits, u1 = to >> l->unit_bits;
 	if (u1 - u0 > LOG_GARBAGE_SLOTS)
 		u0 = u1 - LOG_GARBAGE_SLOTS;

@@ -26,7 +26,7 @@ int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need /* out */);
 /* FLUSHALL's marker moves (alloc.c note 9): Begin to the tail, the index below it cleared, Head and
  * ReadOnly to Begin's page. Returns that Head, which alloc_truncate_release takes. */
 uint64_t alloc_truncate(hlog_session *s);
-/* Compaction's move of Begin (alloc.c): to `to`, the index below cleared; returns the Head whose
+/* Compaction's move of Begin (alloc.c): to `to`; returns the Head whose
  * frames alloc_truncate_release frees (without a device), or 0. Under ckpt_mu. */
 uint64_t alloc_begin_raise(hlog_session *s, uint64_t to);
 /* Queue the epoch action that frees the frames below head (and publishes SafeHead). */

@@ -552,7 +552,8 @@ static void ckpt_retire(ckpt_run *r)
 	}
 	ckpt_dir_sync(r->dir);
 	atomic_store(&r->l->ckpt_hold, keep_begin);
-	if (keep_begin > r->d->segment_bytes)
+	/* No request may be in flight to a segment that goes (compact.c note 5). */
+	if (keep_begin > r->d->segment_bytes && (r->d != r->l->dev || log_io_quiesce(r->l, r->s)))
 		dev_truncate_until(r->d, keep_begin & ~(r->d->segment_bytes - 1));
 }
 

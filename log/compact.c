@@ -42,12 +42,17 @@
  *
  *  5. The device space below Begin goes (hlog_reclaim) once no checkpoint on disk needs it:
  *     ckpt_hold is the lowest Begin of the checkpoints kept (ckpt.c retire, recover.c) or of one
- *     running (lowered at its cut). Segments below min(Begin, hold) are removed after one epoch:
- *     every operation that saw the old Begin has finished; a device read still in flight there
- *     completes on the segment's open file and its result is dropped (pending.c checks Begin).
+ *     running (lowered at its cut). Segments below min(Begin, hold) are removed once no request
+ *     can touch them (log_io_quiesce): one epoch, so that every operation that saw the old Begin
+ *     has finished, then every request the sessions' device queues had accepted has completed
+ *     (a localmemory segment is unmapped, a file's descriptor closed: a request in flight there
+ *     would read freed memory or another file), twice over for a chain read that a completion
+ *     queued meanwhile. Reads queued later see the new Begin first (pending.c finishes a fetch
+ *     whose record Begin passed as absent; the segment table refuses IO below its begin).
  *
  *  6. The IO budget (io_limit bytes per second): bytes read (pages, and the newer records some
- *     relocations read first) and bytes copied are charged; a pass
+ *     relocations read first) and bytes copied are charged; the scan reads CMP_IO_BYTES at a time,
+ *     one request in flight, so that foreground reads never queue behind a page; a pass
  *     ahead of its budget sleeps, unprotected and without ckpt_mu, so foreground reads keep the
  *     device.
  */
@@ -66,6 +71,7 @@
 #include "log/hlog_int.h"
 
 #define CMP_PARK 64                  /* relocations waiting for a device read at once */
+#define CMP_IO_BYTES (128u << 10)    /* one read of the scan (note 6) */
 
 typedef struct cmp_park {
 	bool used;
@@ -150,12 +156,27 @@ uint64_t hlog_compact_choose(hlog *l, double min_share, uint64_t max_units)
 
 /* ---------------- the IO budget and the lock (notes 4 and 6) ---------------- */
 
+/* ckpt_mu, as FLUSHALL takes it (note 4): a checkpoint holding it may wait for page writes this
+ * session claimed, which only its own polls send and reap, so it polls while it waits. */
+static void cmp_mu_lock(hlog_session *s)
+{
+	unsigned spins = 0;
+	while (pthread_mutex_trylock(&s->l->ckpt_mu) != 0) {
+		alloc_wait_step(s);
+		if (++spins < 64)
+			log_cpu_relax();
+		else
+			usleep(200);
+	}
+}
+
 static void cmp_lock(cmp_run *c)
 {
 	if (!c->locked) {
-		pthread_mutex_lock(&c->l->ckpt_mu);
+		cmp_mu_lock(c->s);
 		c->locked = true;
 		hlog_session_protect(c->s);
+		hlog_session_set_now(c->s, spw_time_ms());   /* expiry decided on a current clock */
 	}
 }
 
@@ -186,8 +207,12 @@ static void cmp_budget(cmp_run *c)
 		return;
 	bool relock = c->locked;
 	cmp_unlock(c);
-	struct timespec ts = { (time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9) };
-	nanosleep(&ts, NULL);
+	/* In slices, moving this session's own page writes along and looking at the stop flag. */
+	uint64_t until = spw_mono_ns() + (uint64_t)(ahead * 1e9);
+	while (spw_mono_ns() < until && !(c->o->stop && atomic_load(c->o->stop))) {
+		alloc_wait_step(c->s);
+		usleep(2000);
+	}
 	if (relock)
 		cmp_lock(c);
 }
@@ -281,8 +306,9 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 
 /* ---------------- the scan (note 2) ---------------- */
 
-/* Page p's bytes: in memory (no device), or read into c->page. NULL with c->err set. */
-static const uint8_t *cmp_page(cmp_run *c, uint64_t p)
+/* Page p's bytes: in memory (no device), or read into c->page. NULL with c->err set (the pass
+ * ends at a, the record it was about to read: never inside a record). */
+static const uint8_t *cmp_page(cmp_run *c, uint64_t p, uint64_t a)
 {
 	hlog *l = c->l;
 	if (!l->dev)
@@ -291,18 +317,27 @@ static const uint8_t *cmp_page(cmp_run *c, uint64_t p)
 		bool relock = c->locked;
 		cmp_unlock(c);
 		cmp_budget(c);
-		int rc = ckpt_dev_io(c->q, false, p << l->page_bits, c->page, l->page_bytes);
+		/* In pieces, one at a time, the budget looked at between them: a foreground read queued
+		 * behind compaction's waits for one small request, not for a page (note 6). */
+		int rc = 0;
+		for (uint64_t off = 0; off < l->page_bytes && rc == 0; off += CMP_IO_BYTES) {
+			uint64_t n = SPW_MIN(CMP_IO_BYTES, l->page_bytes - off);
+			alloc_wait_step(c->s);   /* this session's page writes go on meanwhile */
+			rc = ckpt_dev_io(c->q, false, (p << l->page_bits) + off, c->page + off, n);
+			c->out->read_bytes += n;
+			ctr_add(&c->s->compact_read_bytes, n);
+			if (rc == 0)
+				cmp_budget(c);
+		}
 		if (relock)
 			cmp_lock(c);
 		if (rc < 0) {
-			cmp_fail(c, p << l->page_bits, rc);
+			cmp_fail(c, a, rc);
 			snprintf(c->out->why, sizeof(c->out->why), "reading the log at %" PRIu64 " failed: %s",
 			         p << l->page_bits, spw_strerror(rc));
 			return NULL;
 		}
 		c->page_no = p;
-		c->out->read_bytes += l->page_bytes;
-		ctr_add(&c->s->compact_read_bytes, l->page_bytes);
 	}
 	return c->page;
 }
@@ -350,6 +385,10 @@ static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
 				break;
 			cmp_budget(c);
 			cmp_lock(c);
+			/* A FLUSHALL moved Begin past us: nothing below is anybody's (and without a device
+			 * its frames are going). */
+			if (a < load_acq(&l->begin))
+				break;
 			/* The copies turn pages, whose writes this session claims: they go out with its polls. */
 			hlog_session_poll(c->s);
 			cur_page = p;
@@ -358,7 +397,7 @@ static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
 			a = (p + 1) << l->page_bits;
 			continue;
 		}
-		const uint8_t *page = cmp_page(c, p);
+		const uint8_t *page = cmp_page(c, p, a);
 		if (!page)
 			break;
 		const log_rec *r = (const log_rec *)(page + off);
@@ -436,13 +475,16 @@ static void cmp_settle(cmp_run *c)
 /* Move Begin to end (note 4). */
 static void cmp_begin_move(cmp_run *c, uint64_t end)
 {
-	pthread_mutex_lock(&c->l->ckpt_mu);
+	cmp_mu_lock(c->s);
 	hlog_session_protect(c->s);
 	uint64_t head = alloc_begin_raise(c->s, end);
 	pthread_mutex_unlock(&c->l->ckpt_mu);
 	if (head)
 		alloc_truncate_release(c->s, head);
 	hlog_session_unprotect(c->s);
+	/* Entries below Begin read as absent already; clearing them gives their slots back. The clear
+	 * is a CAS per word, safe against publishers, so it needs neither the lock nor the epoch. */
+	hidx_clear_below(c->l->idx, load_acq(&c->l->begin));
 }
 
 int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_compact_info *out)
@@ -488,6 +530,32 @@ int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_comp
 	return rc;
 }
 
+/* Note 5: one epoch (no operation that saw the old Begin is still running), then every device
+ * request the sessions had accepted by then completes; twice, for a chain read a completion
+ * queued during the first wait. false after LOG_QUIESCE_MS without it. */
+bool log_io_quiesce(hlog *l, hlog_session *s)
+{
+	static _Thread_local uint64_t want[LOG_QUIESCE_SESSIONS];
+	int n = SPW_MIN(l->max_sessions, (int)LOG_QUIESCE_SESSIONS);
+	for (int round = 0; round < 2; round++) {
+		ckpt_epoch_barrier(s);
+		for (int i = 0; i < n; i++)
+			want[i] = atomic_load_explicit(&l->sessions[i].io_accepted, memory_order_acquire);
+		uint64_t deadline = spw_mono_ns() + LOG_QUIESCE_MS * 1000000ULL;
+		for (int i = 0; i < n;) {
+			if (atomic_load_explicit(&l->sessions[i].io_completed, memory_order_acquire) >= want[i]) {
+				i++;
+				continue;
+			}
+			if (spw_mono_ns() > deadline)
+				return false;
+			alloc_wait_step(s);   /* its own requests complete in its own polls */
+			usleep(500);
+		}
+	}
+	return true;
+}
+
 int hlog_reclaim(hlog *l, hlog_session *s, uint64_t *removed)
 {
 	*removed = 0;
@@ -499,7 +567,8 @@ int hlog_reclaim(hlog *l, hlog_session *s, uint64_t *removed)
 	uint64_t from = atomic_load(&l->reclaimed);
 	if (to <= from)
 		return 0;
-	ckpt_epoch_barrier(s);   /* note 5 */
+	if (!log_io_quiesce(l, s))
+		return 0;   /* requests still in flight: the next call tries again */
 	int rc = dev_truncate_until(l->dev, to);
 	if (rc == 0 && marker_advance(&l->reclaimed, to))
 		*removed = to - from;

@@ -126,6 +126,9 @@ struct hlog_session {
 	/* Read by other threads that signal this session's fd (alloc_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */
+	/* readq.c: device requests the device accepted, and whose completion ran (read by
+	 * hlog_reclaim on another thread: no segment goes while one accepted before is in flight). */
+	_Atomic uint64_t io_accepted, io_completed;
 	/* ops.c: the redo hook (hlog_session_set_redo), NULL when none. */
 	hlog_redo_fn redo;
 	void *redo_arg;
@@ -230,6 +233,11 @@ static inline void log_garbage_add(hlog *l, uint64_t addr, int64_t bytes)
  * HLOG_PENDING (a device read or a frame wait for the session's op_ctx: run it again once ready),
  * or an error. */
 enum { LOG_RELOCATE_COPY, LOG_RELOCATE_EVICT_ALL, LOG_RELOCATE_EVICT_VOLATILE };
+/* Before device segments go (compact.c note 5): one epoch, then every request the sessions' queues
+ * had accepted completes. s: the caller's session, unprotected. false after LOG_QUIESCE_MS. */
+#define LOG_QUIESCE_MS 5000u
+#define LOG_QUIESCE_SESSIONS 4096u
+bool log_io_quiesce(hlog *l, hlog_session *s);
 /* rec: the record as compaction read it from the device (or NULL): used as the fetched copy when
  * the chain goes cold right at src, so that it is not read again. */
 int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec);

@@ -25,6 +25,10 @@
  *     millisecond it expires) = absent and removed lazily (note 4). The walk compares each address
  *     with Head (one load and compare, all the in-memory fast path pays for the tier); the first
  *     address below Head is "cold": the rest of the chain is on the device (pending.c note 1).
+ *     A cold walk that ends absent while Begin moved since the walk began starts again from the
+ *     index: compaction moves Begin past records it copied, and the copy is newer than the entry
+ *     word the walk started from (without a device Head moves with Begin, so the walk meets
+ *     the cold branch there too).
  *
  *  3. Updates (log_update), by the region of the newest version R (snapshot of the markers):
  *       R >= ReadOnly        lock R exclusive (CAS on info). If R is sealed, unlock and restart. Plan
@@ -136,12 +140,17 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 		bool locked = false;
 		if (hidx_entry_find(l->idx, k->hash, &slot) != 0)
 			return HLOG_NOTFOUND;
-		uint64_t a = log_chain_find(l, hidx_slot_addr(&slot), load_acq(&l->begin), k, &r, &info, &cold);
+		uint64_t b0 = load_acq(&l->begin);
+		uint64_t a = log_chain_find(l, hidx_slot_addr(&slot), b0, k, &r, &info, &cold);
 		if (!a) {
 			if (SPW_LIKELY(!cold))
 				return HLOG_NOTFOUND;
 			/* On the device: the fetched copy is private and immutable, no lock (pending.c note 1). */
 			int rc = pend_cold(s, k, cold, true, &r, &info, NULL);
+			if (rc == PEND_ABSENT && load_acq(&l->begin) != b0) {
+				log_retry(s, &spins);   /* note 2: Begin moved under the walk */
+				continue;
+			}
 			if (rc != PEND_FOUND)
 				return rc == PEND_ABSENT ? HLOG_NOTFOUND : rc;
 		} else {
@@ -315,8 +324,9 @@ static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op,
 	u->have_slot = hidx_entry_find(l->idx, k->hash, &u->slot) == 0;
 	if (!u->have_slot && !writes)
 		return HLOG_NOTFOUND;
+	uint64_t b0 = load_acq(&l->begin);
 	if (u->have_slot)
-		u->a = log_chain_find(l, hidx_slot_addr(&u->slot), load_acq(&l->begin), k, &u->r, &u->info, &cold);
+		u->a = log_chain_find(l, hidx_slot_addr(&u->slot), b0, k, &u->r, &u->info, &cold);
 	if (!u->a && cold && op->src_rec && cold == op->src) {
 		/* Compaction read this very record: it is the fetched copy (compact.c note 2). */
 		u->r = (log_rec *)op->src_rec;
@@ -333,6 +343,8 @@ static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op,
 			fetched = true;
 		} else if (rc != PEND_ABSENT) {
 			return lazy ? HLOG_NOTFOUND : rc;
+		} else if (load_acq(&l->begin) != b0) {
+			return UPD_RESTART;   /* note 2: Begin moved under the walk */
 		}
 	}
 	if (u->a && !fetched) {

@@ -82,6 +82,23 @@ void readq_io_put(hlog_session *s, readq_io *io)
 /* Hand io to the device; behind a backlog, or refused with -EAGAIN (throttle, queue depth), it
  * waits in the backlog (in order) for the next poll. Another refusal fails the request at once,
  * through the completion the caller set (io->req.done). */
+static inline void readq_io_accepted(hlog_session *s, readq_io *io)
+{
+	io->accepted = true;
+	atomic_store_explicit(&s->io_accepted, atomic_load_explicit(&s->io_accepted, memory_order_relaxed) + 1,
+	                      memory_order_release);
+}
+
+void readq_io_completed(hlog_session *s, readq_io *io)
+{
+	if (io->accepted) {
+		io->accepted = false;
+		atomic_store_explicit(&s->io_completed,
+		                      atomic_load_explicit(&s->io_completed, memory_order_relaxed) + 1,
+		                      memory_order_release);
+	}
+}
+
 void readq_io_queue(hlog_session *s, readq_io *io)
 {
 	if (io->iovs) {
@@ -96,6 +113,7 @@ void readq_io_queue(hlog_session *s, readq_io *io)
 	if (!s->t.backlog_head) {
 		int rc = io->write ? dev_write(s->t.q, &io->req) : dev_read(s->t.q, &io->req);
 		if (SPW_LIKELY(rc == 0)) {
+			readq_io_accepted(s, io);
 			s->t.unsubmitted = true;
 			return;
 		}
@@ -124,10 +142,12 @@ static void readq_backlog_run(hlog_session *s)
 		if (!s->t.backlog_head)
 			s->t.backlog_tail = NULL;
 		s->t.backlog--;
-		if (rc != 0)
+		if (rc != 0) {
 			io->req.done(&io->req, rc);
-		else
+		} else {
+			readq_io_accepted(s, io);
 			s->t.unsubmitted = true;
+		}
 	}
 }
 
@@ -399,6 +419,7 @@ static void readq_read_done(dev_req *req, int64_t res)
 {
 	readq_io *io = (readq_io *)req;
 	hlog_session *s = io->s;
+	readq_io_completed(s, io);
 	if (res > 0)
 		ctr_add(&s->device_read_bytes, (uint64_t)res);
 	if (io->members)

@@ -28,6 +28,7 @@ struct readq_io {
 	uint64_t len;                /* bytes asked */
 	uint64_t rel;                /* a read part's offset from f->base */
 	bool write;
+	bool accepted;               /* the device took it (hlog_session io_accepted / io_completed) */
 	/* Scatter-gather (readq.c note 1). A record read is a part (f set); a merged read has no fetch
 	 * and lists its parts in members. */
 	bool hashed;                 /* a part on rd_hash (queued or in flight, may take followers) */
@@ -48,6 +49,8 @@ void readq_io_put(hlog_session *s, readq_io *io);
 /* Hand io to the device (io->req.done set by the caller); behind a backlog or refused with -EAGAIN
  * it waits in the backlog; another refusal completes it at once through io->req.done. */
 void readq_io_queue(hlog_session *s, readq_io *io);
+/* A completion of io the device had accepted (its callback calls it first): counted once. */
+void readq_io_completed(hlog_session *s, readq_io *io);
 /* Pooled aligned buffers (readq.c). */
 uint8_t *readq_buf_get(hlog_session *s, uint64_t want, uint64_t *cap /* out */);
 void readq_buf_put(hlog_session *s, uint8_t *b, uint64_t cap);

@@ -90,16 +90,16 @@ static uint64_t dir_blocks(const char *path)
 }
 
 /* Allocated bytes of the data: the folder's files (checkpoints), its appendonlydir and the log's
- * segments in <logdir>/Store (or <dir>/Store). */
-static uint64_t disk_usage(void)
+ * segments in <logdir>/Store (or <dir>/Store); *segments: the last part alone. */
+static uint64_t disk_usage(uint64_t *segments)
 {
 	char p[2100];
 	uint64_t sum = dir_blocks(g_cfg.dir);
 	snprintf(p, sizeof(p), "%s/appendonlydir", g_cfg.dir);
 	sum += dir_blocks(p);
 	snprintf(p, sizeof(p), "%s/Store", g_cfg.storage_tier && g_cfg.logdir[0] ? g_cfg.logdir : g_cfg.dir);
-	sum += dir_blocks(p);
-	return sum;
+	*segments = dir_blocks(p);
+	return sum + *segments;
 }
 
 static bool policy_evicts(void)
@@ -116,7 +116,7 @@ static int evict_mode(void)
 /* ---------------- a pass ---------------- */
 
 /* What is due (note 1): fills o, or returns false. */
-static bool compact_due(bool asked, uint64_t disk, hlog_compact_opts *o)
+static bool compact_due(bool asked, uint64_t disk, uint64_t segs, hlog_compact_opts *o)
 {
 	hlog *l = g_srv.store;
 	hlog_space sp;
@@ -127,8 +127,12 @@ static bool compact_due(bool asked, uint64_t disk, hlog_compact_opts *o)
 	o->io_limit = __atomic_load_n(&g_cfg.compaction_io_limit, __ATOMIC_RELAXED);
 	o->stop = &cs.stop;
 	o->mode = HLOG_COMPACT_COPY;
-	if (dmax && disk > dmax && policy_evicts() && sp.limit > sp.begin) {
-		/* Cache mode: drop the oldest units, as many as the excess (and one more). */
+	/* Cache mode: drop the oldest units, as many as the excess (and one more); only while what
+	 * the last pass dropped has come back (else the same excess would drop unit after unit), and
+	 * only for what segments can give (checkpoints and the AOF are not theirs to shrink). */
+	bool settled = !g_srv.dev || (sp.begin & ~(sp.unit_bytes - 1)) <= sp.reclaimed;
+	uint64_t other = disk - segs;
+	if (dmax && disk > dmax && policy_evicts() && sp.limit > sp.begin && settled && other < dmax) {
 		o->mode = evict_mode();
 		o->until = sp.begin + ((disk - dmax) / sp.unit_bytes + 1) * sp.unit_bytes;
 		return true;
@@ -156,8 +160,6 @@ static bool compact_due(bool asked, uint64_t disk, hlog_compact_opts *o)
 static void compact_checkpoints(hlog_session *s, uint64_t *removed)
 {
 	for (int i = 0; i < CKPT_AFTER && !atomic_load(&cs.stop); i++) {
-		hlog_space sp;
-		hlog_space_get(g_srv.store, &sp);
 		uint64_t ticket, got = 0;
 		int rc = -EBUSY;
 		for (int tries = 0; tries < 600 && rc == -EBUSY && !atomic_load(&cs.stop); tries++) {
@@ -242,27 +244,52 @@ static void *compact_main(void *arg)
 	if (rc < 0) {
 		spw_log(SPW_LOG_WARNING, 0, "The compactor cannot open a store session: %s; no compaction "
 		        "until restart", spw_strerror(rc));
+		/* COMPACT is refused from now on; a waiting one gets its answer. */
+		pthread_mutex_lock(&cs.lock);
+		cs.started = false;
+		cs.done = cs.asked;
+		cs.done_rc = rc;
+		snprintf(cs.done_why, sizeof(cs.done_why), "the compactor has no store session");
+		pthread_mutex_unlock(&cs.lock);
+		server_wake_saves();
 		return NULL;
 	}
 	hlog_space sp0;
 	hlog_space_get(g_srv.store, &sp0);
-	uint64_t begin_at_start = sp0.begin;
+	uint64_t begin_at_start = sp0.begin, disk = 0, segs = 0;
+	int64_t disk_ms = 0;
+	bool due_prev = false, stuck = false;
 	pthread_mutex_lock(&cs.lock);
 	while (!atomic_load(&cs.stop)) {
 		uint64_t serving = cs.asked;
 		bool asked = serving > cs.done;
 		pthread_mutex_unlock(&cs.lock);
-		uint64_t disk = disk_usage();
+		/* The folders are looked at once a second at most (note 2), even when passes come faster. */
+		int64_t now = spw_time_ms();
+		if (due_prev || now - disk_ms >= COMPACT_WAIT_MS) {
+			disk = disk_usage(&segs);
+			disk_ms = now;
+		}
 		hlog_compact_opts o;
 		hlog_compact_info ci;
 		memset(&ci, 0, sizeof(ci));
-		bool due = !atomic_load(&g_srv.loading) && compact_due(asked, disk, &o);
+		hlog_info hi;
+		hlog_info_get(g_srv.store, &hi);
+		/* A store in its error state refuses the copies: no pass until a restart. */
+		bool due = !atomic_load(&g_srv.loading) && !hi.store_error && !stuck &&
+		           compact_due(asked, disk, segs, &o);
 		int prc = due ? compact_pass(s, &o, &ci) : 0;
 		if (!due && !atomic_load(&g_srv.loading))
 			compact_space_back(s, begin_at_start);
-		if (due)
-			disk = disk_usage();
+		if (due) {
+			disk = disk_usage(&segs);
+			disk_ms = spw_time_ms();
+		}
+		due_prev = due;
 		compact_oom_update(disk);
+		/* A pass that failed without moving Begin (log memory full, a device error) is not
+		 * tried again at once: the next look comes after the normal wait. */
+		stuck = due && prc < 0 && ci.end == ci.begin && !asked;
 		pthread_mutex_lock(&cs.lock);
 		cs.disk_used = disk;
 		if (due) {
@@ -285,6 +312,14 @@ static void *compact_main(void *arg)
 		}
 		if (due && ci.end > ci.begin)
 			continue;   /* more may be due at once */
+		if (stuck) {
+			pthread_mutex_unlock(&cs.lock);
+			for (int i = 0; i < COMPACT_WAIT_MS / 100 && !atomic_load(&cs.stop); i++)
+				usleep(100 * 1000);
+			pthread_mutex_lock(&cs.lock);
+			stuck = false;
+			continue;
+		}
 		/* Without a device the log fills the memory at the writers' speed: look more often. */
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -212,8 +212,7 @@ static void test_tier_compaction_racing_writers_deletes_and_expiry_loses_and_res
 }
 
 /* Cache mode: an evicting pass drops the live keys of the oldest part instead of copying them
- * (counted), keeps the rest, and the count stays exact. The volatile kind drops only the keys
- * with an expiry. */
+ * (counted), keeps the rest, and the count stays exact. */
 static void test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them(void **state)
 {
 	tier *f = *state;
