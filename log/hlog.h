@@ -202,7 +202,8 @@ int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *
  * Key enumeration in index order (SCAN/KEYS/RANDOMKEY). Visits the index buckets [cursor, cursor+count)
  * and calls fn for every live key there (newest version only, expired keys skipped). Returns the next
  * cursor, 0 when the whole index was covered. Keys written during a scan may or may not be seen;
- * keys present from start to end are seen exactly once over a full scan.
+ * keys present from start to end are seen exactly once over a full scan, also while compaction
+ * moves Begin (scan.c note 4).
  */
 typedef void (*hlog_key_fn)(void *ctx, const void *key, size_t klen, const hlog_value *v);
 uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx);

@@ -126,6 +126,9 @@ struct hlog_session {
 	/* Read by other threads that signal this session's fd (alloc_signal, under l->sig_mu). */
 	_Atomic int wait_flag;             /* 1 while some op of this session waits for a frame */
 	int efd;                           /* hlog_session_fd once asked for, else -1 */
+	/* scan.c note 4: hashes of the keys one hlog_scan call reported, for a second walk. */
+	uint64_t *rep_h;
+	uint32_t rep_n, rep_cap;
 	/* readq.c: device requests the device accepted, and whose completion ran (read by
 	 * hlog_reclaim on another thread: no segment goes while one accepted before is in flight). */
 	_Atomic uint64_t io_accepted, io_completed;

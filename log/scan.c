@@ -20,6 +20,13 @@
  *     already cost O(N) in Redis); every other operation goes pending instead. Its reads count in
  *     scan_reads; a failed read skips the rest of that chain and is reported by hlog_scan_error.
  *
+ *  4. Begin moving during a call. Compaction copies a key above Begin and then moves Begin past
+ *     the old version; a call that had read the bucket's entry word before the copy follows the
+ *     chain into what is now below Begin (without a device, below Head, which moves with Begin)
+ *     and would miss a key present from start to end. So a call whose Begin moved while it ran
+ *     walks its buckets again (SCAN_BEGIN_ROUNDS at most), skipping the keys the first walk
+ *     reported (their hashes, noted as it goes: one store per key).
+ *
  *  3. hlog_records_visit is the page walker of the tests (compaction has its own, compact.c); recovery has
  *     its own, which also reads pages from the device (recover.c). REC_VERSION bits stay reserved:
  *     checkpoints need no version in the records (ckpt.c note 1).
@@ -50,13 +57,50 @@ typedef struct scan_seen {
 	uint32_t next;               /* older seen key of the same chain, or NONE */
 } scan_seen;
 #define SEEN_NONE UINT32_MAX
+#define SCAN_BEGIN_ROUNDS 4          /* walks of one call's buckets when Begin moves (note 4) */
 
 typedef struct scan_ctx {
 	hlog_session *s;
 	hlog_key_fn fn;
 	void *ctx;
 	uint64_t begin;
+	int round;                   /* note 4: 0, or a walk again after Begin moved */
+	uint32_t sorted;             /* rep_h[0, sorted) is sorted (walks after the first) */
 } scan_ctx;
+
+static int scan_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Report a live key (note 4): the first walk notes its hash; a walk again skips the keys the
+ * first one reported (by hash: two keys of one call with the same 64-bit hash are not told
+ * apart there, only in that race). */
+static void scan_report(scan_ctx *sc, const void *key, size_t klen, const hlog_value *v)
+{
+	hlog_session *s = sc->s;
+	uint64_t h = hidx_hash(key, klen);
+	if (sc->round > 0) {
+		/* [0, sorted) is sorted (before this walk); what this walk added is after it. */
+		if (sc->sorted && bsearch(&h, s->rep_h, sc->sorted, sizeof(h), scan_u64_cmp))
+			return;
+		for (uint32_t i = sc->sorted; i < s->rep_n; i++)
+			if (s->rep_h[i] == h)
+				return;
+	}
+	if (s->rep_n == s->rep_cap) {
+		uint32_t cap = s->rep_cap ? s->rep_cap * 2 : 64;
+		uint64_t *nh = realloc(s->rep_h, cap * sizeof(*nh));
+		if (nh) {
+			s->rep_h = nh;
+			s->rep_cap = cap;
+		}
+	}
+	if (s->rep_n < s->rep_cap)
+		s->rep_h[s->rep_n++] = h;
+	sc->fn(sc->ctx, key, klen, v);
+}
 
 /* ---------------- the device part's bookkeeping (note 2) ---------------- */
 
@@ -185,7 +229,7 @@ static void scan_visit(void *vctx, uint64_t word)
 				info = rec_lock_shared(r, true);   /* note 1: a sealed version is reported */
 			if (!(info & REC_TOMBSTONE) && !rec_expired(r, info, sc->s->now_ms)) {
 				hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
-				sc->fn(sc->ctx, rec_key(r, info), r->key_len, &v);
+				scan_report(sc, rec_key(r, info), r->key_len, &v);
 			}
 			if (locked)
 				rec_unlock_shared(r);
@@ -212,8 +256,10 @@ static void scan_wait(hlog_session *s)
 	}
 }
 
-static void scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx)
+static void scan_cold(scan_ctx *sc)
 {
+	hlog_session *s = sc->s;
+	uint64_t begin = sc->begin;
 	tier_session *t = &s->t;
 	hlog *l = s->l;
 	if (!t->scan_nchains)
@@ -268,7 +314,7 @@ static void scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx
 				bool expired = rec_expired(r, info, s->now_ms);
 				if (!(info & REC_TOMBSTONE) && !expired) {
 					hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
-					fn(ctx, key, r->key_len, &v);
+					scan_report(sc, key, r->key_len, &v);
 				}
 			}
 			uint64_t prev = info & REC_PREV_MASK;
@@ -285,12 +331,22 @@ static void scan_cold(hlog_session *s, uint64_t begin, hlog_key_fn fn, void *ctx
 
 uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx)
 {
-	scan_ctx sc = { s, fn, ctx, load_acq(&s->l->begin) };
-	if (s->l->dev)
-		scan_reset(s);
-	uint64_t next = hidx_scan(s->l->idx, cursor, count, scan_visit, &sc);
-	if (s->l->dev)
-		scan_cold(s, sc.begin, fn, ctx);
+	uint64_t next = 0;
+	/* Note 4: a Begin that moved during the call may have cut chains the walk was on (compaction
+	 * copied their keys above it): the call's buckets are walked again, a few times at most. */
+	s->rep_n = 0;
+	for (int round = 0; round < SCAN_BEGIN_ROUNDS; round++) {
+		if (round > 0)
+			qsort(s->rep_h, s->rep_n, sizeof(*s->rep_h), scan_u64_cmp);
+		scan_ctx sc = { s, fn, ctx, load_acq(&s->l->begin), round, s->rep_n };
+		if (s->l->dev)
+			scan_reset(s);
+		next = hidx_scan(s->l->idx, cursor, count, scan_visit, &sc);
+		if (s->l->dev)
+			scan_cold(&sc);
+		if (load_acq(&s->l->begin) == sc.begin)
+			break;
+	}
 	return next;
 }
 

@@ -190,6 +190,9 @@ void hlog_session_close(hlog_session *s)
 	if (!s)
 		return;
 	store_session_tier_close(s);
+	free(s->rep_h);
+	s->rep_h = NULL;
+	s->rep_n = s->rep_cap = 0;
 	epoch_unprotect(s->l->ep, s->id);
 	atomic_store(&s->in_use, 0);
 }
