@@ -1,6 +1,7 @@
 /*
- * config.c - every server option in one table; the command line, the config file and CONFIG
- * GET/SET/REWRITE all read it (Redis's static_configs[]).
+ * config.c - every server option in one table, its values (parse, format, publish), the save
+ * rules, and CONFIG GET/SET; the command line, the config file and CONFIG REWRITE read the same
+ * table in config_file.c (Redis's static_configs[]).
  *
  * Design notes:
  *  1. One row per option: name, alias, type, bounds, default (written as it would be in a config
@@ -23,7 +24,7 @@
  *     Mutable fields are aligned ints/uint64s written with relaxed atomic stores (no tearing), and
  *     g_cfg_version is bumped so workers refresh what they copied per client (parser limits).
  *     Immutable fields are written only before the workers start.
- *  7. Read-only options (maxmemory 0) are reported for tools that ask; setting them to their one
+ *  7. Read-only config_options (maxmemory 0) are reported for tools that ask; setting them to their one
  *     value is accepted, any other value is refused honestly. dbfilename and appendfilename are
  *     stored for Redis config files and shown by CONFIG GET, and nothing reads them.
  *  9. save, as Redis 7's setConfigSaveOption: "<seconds> <changes> [...]" split on single spaces,
@@ -33,10 +34,10 @@
  *     reads them while CONFIG SET may write them.
  *  8. CONFIG REWRITE: without a config file it answers Redis's error; with one it rewrites the
  *     file in place (to a temporary file, then rename): lines naming an option get its current
- *     value, comments and unknown lines are kept, options changed from their default that the file
+ *     value, comments and unknown lines are kept, config_options changed from their default that the file
  *     did not mention are appended.
  */
-#include "server/server_int.h"
+#include "server/config_int.h"
 #include "server/aof.h"
 #include "device/device.h"
 
@@ -52,29 +53,6 @@
 
 spw_config g_cfg;
 _Atomic uint32_t g_cfg_version;
-
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OPT_FAULT, OPT_SAVE,
-                OPT_OBL };
-
-#define OPT_MUTABLE  (1u << 0)   /* CONFIG SET may change it while the server runs */
-#define OPT_CLI_ONLY (1u << 1)   /* a start-up flag only (--config): not in CONFIG GET */
-#define OPT_TIER     (1u << 2)   /* takes effect with the storage tier */
-#define OPT_MULTIARG (1u << 3)   /* config file: several words join with spaces (bind, save) */
-#define OPT_FAULT_PREFIX (1u << 4) /* --device-type: a "fault:" prefix sets device_fault */
-#define OPT_PROTECTED (1u << 5)  /* Redis's protected configs (dbfilename): CONFIG SET refuses */
-
-typedef struct spw_option {
-	const char *name;
-	const char *alias;           /* a second name, or NULL */
-	uint8_t type;
-	uint8_t flags;
-	long long min, max;          /* OPT_INT / OPT_SIZE bounds, inclusive */
-	const char *def;             /* default, as written in a config file */
-	size_t off, size;            /* the field in g_cfg */
-	const char *const *names;    /* OPT_ENUM: value = index; NULL-terminated */
-	void (*apply)(void);         /* run after a change (start-up and CONFIG SET) */
-	const char *help;
-} spw_option;
 
 static const char *const policy_names[] = { "volatile-lru", "volatile-lfu", "volatile-random",
                                             "volatile-ttl", "allkeys-lru", "allkeys-lfu",
@@ -96,7 +74,7 @@ static const int *enum_values(const char *const *names)
 
 /* Start-up reads the config file and the command line as one: the first save line there replaces
  * the defaults, later ones add rules (note 9). */
-static bool reading_startup, startup_save_seen;
+bool config_reading_startup, config_startup_save_seen;
 static pthread_mutex_t save_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
@@ -111,7 +89,7 @@ static void apply_memcap(void) { memcap_config_changed(); }
 #define GB (1024LL * 1024 * 1024)
 
 /* The table. Order is the order of --help and of CONFIG GET *. */
-static const spw_option options[] = {
+const spw_option config_options[] = {
 	/* Network and clients. */
 	{ "port", NULL, OPT_INT, 0, 0, 65535, "6379", FIELD(port), NULL, NULL,
 	  "TCP port to listen on" },
@@ -139,7 +117,7 @@ static const spw_option options[] = {
 	{ "dir", NULL, OPT_STRING, 0, 0, 0, ".", FIELD(dir), NULL, NULL,
 	  "working directory (reported as an absolute path)" },
 	{ "config", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(config_file), NULL, NULL,
-	  "read options from FILE (\"name value\" per line) before the command line" },
+	  "read config_options from FILE (\"name value\" per line) before the command line" },
 	{ "databases", NULL, OPT_INT, 0, 1, 1, "1", FIELD(databases), NULL, NULL,
 	  "number of databases (only db 0 exists)" },
 	/* The store. */
@@ -230,39 +208,40 @@ static const spw_option options[] = {
 	  "(0 = no limit)" },
 };
 
-#define NOPTIONS ((int)SPW_ARRAY_LEN(options))
+const int config_noptions = (int)SPW_ARRAY_LEN(config_options);
+_Static_assert(SPW_ARRAY_LEN(config_options) <= CONFIG_MAX_OPTIONS, "raise CONFIG_MAX_OPTIONS");
 
-/* The options the last config_load read from the config file or the command line, and those
+/* The config_options the last config_load read from the config file or the command line, and those
  * start-up sized from others (config_option_sized). */
-static bool option_given[NOPTIONS], option_sized[NOPTIONS];
+bool config_given[CONFIG_MAX_OPTIONS], config_sized[CONFIG_MAX_OPTIONS];
 
 /* ---------------- lookup and value parsing ---------------- */
 
-static bool name_eq(const char *a, size_t alen, const char *lit)
+bool config_name_eq(const char *a, size_t alen, const char *lit)
 {
 	size_t n = strlen(lit);
 	return alen == n && strncasecmp(a, lit, n) == 0;
 }
 
-static const spw_option *option_find(const char *name, size_t len)
+const spw_option *config_option_find(const char *name, size_t len)
 {
-	for (int i = 0; i < NOPTIONS; i++) {
-		if (name_eq(name, len, options[i].name) ||
-		    (options[i].alias && name_eq(name, len, options[i].alias)))
-			return &options[i];
+	for (int i = 0; i < CONFIG_NOPTIONS; i++) {
+		if (config_name_eq(name, len, config_options[i].name) ||
+		    (config_options[i].alias && config_name_eq(name, len, config_options[i].alias)))
+			return &config_options[i];
 	}
 	return NULL;
 }
 
-static void *field_ptr(spw_config *cfg, const spw_option *o) { return (char *)cfg + o->off; }
+void *config_field_ptr(spw_config *cfg, const spw_option *o) { return (char *)cfg + o->off; }
 
-static int parse_bool(const char *v, size_t n, bool *out)
+int config_parse_bool(const char *v, size_t n, bool *out)
 {
-	if (name_eq(v, n, "yes") || name_eq(v, n, "true")) {
+	if (config_name_eq(v, n, "yes") || config_name_eq(v, n, "true")) {
 		*out = true;
 		return 0;
 	}
-	if (name_eq(v, n, "no") || name_eq(v, n, "false")) {
+	if (config_name_eq(v, n, "no") || config_name_eq(v, n, "false")) {
 		*out = false;
 		return 0;
 	}
@@ -278,7 +257,7 @@ static int save_parse(const char *v, size_t n, save_rules *out, char *err, size_
 	int cnt = 0;
 
 	memset(&r, 0, sizeof(r));
-	if (startup_save_seen && reading_startup)
+	if (config_startup_save_seen && config_reading_startup)
 		r = *out;   /* a later save line at start-up adds rules */
 	for (size_t i = 0; n > 0 && i <= n;) {
 		const char *sp = memchr(v + i, ' ', n - i);
@@ -308,8 +287,8 @@ static int save_parse(const char *v, size_t n, save_rules *out, char *err, size_
 		r.r[r.n].changes = nums[k + 1];
 		r.n++;
 	}
-	if (reading_startup)
-		startup_save_seen = true;
+	if (config_reading_startup)
+		config_startup_save_seen = true;
 	*out = r;
 	return 0;
 }
@@ -325,18 +304,18 @@ void config_save_rules(save_rules *out)
  * Parse v (n bytes, not NUL-terminated) for option o and store it into cfg (a staging copy or
  * g_cfg). On error, err gets Redis's reason text ("argument must be ...") and -EINVAL is returned.
  */
-static int option_parse(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
+int config_option_parse(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
                         size_t errlen)
 {
 	char buf[64];
 	switch (o->type) {
 	case OPT_BOOL: {
 		bool b;
-		if (parse_bool(v, n, &b) < 0) {
+		if (config_parse_bool(v, n, &b) < 0) {
 			snprintf(err, errlen, "argument must be 'yes' or 'no'");
 			return -EINVAL;
 		}
-		*(bool *)field_ptr(cfg, o) = b;
+		*(bool *)config_field_ptr(cfg, o) = b;
 		return 0;
 	}
 	case OPT_INT: {
@@ -349,7 +328,7 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
 			return -EINVAL;
 		}
-		*(int *)field_ptr(cfg, o) = (int)x;
+		*(int *)config_field_ptr(cfg, o) = (int)x;
 		return 0;
 	}
 	case OPT_SIZE: {
@@ -368,7 +347,7 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
 			return -EINVAL;
 		}
-		*(uint64_t *)field_ptr(cfg, o) = x;
+		*(uint64_t *)config_field_ptr(cfg, o) = x;
 		return 0;
 	}
 	case OPT_STRING:
@@ -380,8 +359,8 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			snprintf(err, errlen, "argument must not contain NUL bytes");
 			return -EINVAL;
 		}
-		memcpy(field_ptr(cfg, o), v, n);
-		((char *)field_ptr(cfg, o))[n] = '\0';
+		memcpy(config_field_ptr(cfg, o), v, n);
+		((char *)config_field_ptr(cfg, o))[n] = '\0';
 		return 0;
 	case OPT_ENUM:
 		if (o->flags & OPT_FAULT_PREFIX) {
@@ -393,8 +372,8 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			}
 		}
 		for (int i = 0; o->names[i]; i++) {
-			if (name_eq(v, n, o->names[i])) {
-				*(int *)field_ptr(cfg, o) = enum_values(o->names) ? enum_values(o->names)[i] : i;
+			if (config_name_eq(v, n, o->names[i])) {
+				*(int *)config_field_ptr(cfg, o) = enum_values(o->names) ? enum_values(o->names)[i] : i;
 				return 0;
 			}
 		}
@@ -427,20 +406,20 @@ static int option_parse(const spw_option *o, const char *v, size_t n, spw_config
 			         "fault:<type>)");
 			return -EINVAL;
 		}
-		memcpy(field_ptr(cfg, o), text, n + 1);
+		memcpy(config_field_ptr(cfg, o), text, n + 1);
 		return 0;
 	}
 	case OPT_SAVE:
-		return save_parse(v, n, (save_rules *)field_ptr(cfg, o), err, errlen);
+		return save_parse(v, n, (save_rules *)config_field_ptr(cfg, o), err, errlen);
 	case OPT_OBL:
-		return memcap_obl_parse(v, n, (client_obl *)field_ptr(cfg, o), err, errlen);
+		return memcap_obl_parse(v, n, (client_obl *)config_field_ptr(cfg, o), err, errlen);
 	}
 	snprintf(err, errlen, "unknown option type");
 	return -EINVAL;
 }
 
 /* Format an option's current value as CONFIG GET shows it. Returns buf. */
-static const char *option_format(const spw_option *o, char *buf, size_t cap)
+const char *config_option_format(const spw_option *o, char *buf, size_t cap)
 {
 	const void *p = (const char *)&g_cfg + o->off;
 	switch (o->type) {
@@ -485,7 +464,7 @@ static const char *option_format(const spw_option *o, char *buf, size_t cap)
 }
 
 /* Copy a field from src into g_cfg with the store width the workers read (note 6). */
-static void option_publish(const spw_option *o, const spw_config *src)
+void config_option_publish(const spw_option *o, const spw_config *src)
 {
 	const void *s = (const char *)src + o->off;
 	void *d = (char *)&g_cfg + o->off;
@@ -513,359 +492,12 @@ void config_defaults(void)
 {
 	char err[256];
 	memset(&g_cfg, 0, sizeof(g_cfg));
-	for (int i = 0; i < NOPTIONS; i++) {
-		const spw_option *o = &options[i];
-		if (option_parse(o, o->def, strlen(o->def), &g_cfg, err, sizeof(err)) < 0)
+	for (int i = 0; i < CONFIG_NOPTIONS; i++) {
+		const spw_option *o = &config_options[i];
+		if (config_option_parse(o, o->def, strlen(o->def), &g_cfg, err, sizeof(err)) < 0)
 			abort();   /* a bad default is a bug in the table */
 	}
 	apply_loglevel();
-}
-
-/* ---------------- the config file ---------------- */
-
-/* resp_args_split's callback for config_line_split: one word, NUL-terminated, into the output. */
-typedef struct config_words {
-	char *out;                   /* where the next word goes */
-	char **words;
-	int n, max;
-} config_words;
-
-static int config_word_add(void *ctx, const char *w, size_t len)
-{
-	config_words *cw = ctx;
-	if (cw->n == cw->max)
-		return -E2BIG;
-	memcpy(cw->out, w, len);
-	cw->out[len] = '\0';
-	cw->words[cw->n++] = cw->out;
-	cw->out += len + 1;
-	return 0;
-}
-
-/*
- * Split a config line into words as Redis's sdssplitargs (resp_args_split, proto/resp_split.c):
- * blanks separate, "double quotes" know \n \r \t \b \a \\ \" and \xHH, 'single quotes' know \'.
- * Words are written NUL-terminated into out (same size as the line + 1: a word and its NUL never
- * take more bytes than the word and the blank or quotes around it took in the line). Returns the
- * word count, or < 0 on unbalanced quotes (or more than maxwords words).
- */
-static int config_line_split(const char *line, char *out, char **words, int maxwords)
-{
-	config_words cw = { .out = out, .words = words, .n = 0, .max = maxwords };
-	char *scratch = NULL;
-	size_t cap = 0;
-	int n = resp_args_split(line, strlen(line), &scratch, &cap, config_word_add, &cw);
-	free(scratch);
-	return n;
-}
-
-/* Apply one option given as words[0] = name, words[1..n) = value words. err gets a message. */
-static int config_apply_words(char **words, int n, char *err, size_t errlen)
-{
-	const spw_option *o = option_find(words[0], strlen(words[0]));
-	char why[256], val[2048];
-	if (!o || (o->flags & OPT_CLI_ONLY)) {
-		snprintf(err, errlen, "unknown option '%s'", words[0]);
-		return -EINVAL;
-	}
-	if (n < 2) {
-		snprintf(err, errlen, "option '%s' needs a value", words[0]);
-		return -EINVAL;
-	}
-	if (n > 2 && !(o->flags & OPT_MULTIARG)) {
-		snprintf(err, errlen, "option '%s' takes one value (quote it if it has spaces)", words[0]);
-		return -EINVAL;
-	}
-	size_t k = 0;
-	for (int i = 1; i < n; i++)
-		k += (size_t)snprintf(val + k, k < sizeof(val) ? sizeof(val) - k : 0, "%s%s", i > 1 ? " " : "", words[i]);
-	if (k >= sizeof(val)) {
-		snprintf(err, errlen, "value of '%s' is too long", words[0]);
-		return -EINVAL;
-	}
-	if (option_parse(o, val, k, &g_cfg, why, sizeof(why)) < 0) {
-		snprintf(err, errlen, "bad value for '%s' '%.200s': %s", words[0], val, why);
-		return -EINVAL;
-	}
-	option_given[o - options] = true;
-	return 0;
-}
-
-static int config_file_load(const char *path)
-{
-	FILE *fp = fopen(path, "r");
-	char line[4096], words_buf[4097], err[512];
-	char *words[64];
-	int lineno = 0, rc = 0;
-	if (!fp) {
-		fprintf(stderr, "spillway: cannot open config file '%s': %s\n", path, strerror(errno));
-		return -EINVAL;
-	}
-	while (fgets(line, sizeof(line), fp)) {
-		lineno++;
-		size_t len = strlen(line);
-		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
-			fprintf(stderr, "spillway: %s:%d: line too long\n", path, lineno);
-			rc = -EINVAL;
-			goto fail;
-		}
-		const char *p = line;
-		while (isspace((unsigned char)*p))
-			p++;
-		if (*p == '#' || *p == '\0')
-			continue;
-		int n = config_line_split(p, words_buf, words, (int)SPW_ARRAY_LEN(words));
-		if (n < 0) {
-			fprintf(stderr, "spillway: %s:%d: unbalanced quotes in '%.*s'\n", path, lineno,
-			        (int)strcspn(p, "\r\n"), p);
-			rc = -EINVAL;
-			goto fail;
-		}
-		if (n == 0)
-			continue;
-		if (config_apply_words(words, n, err, sizeof(err)) < 0) {
-			fprintf(stderr, "spillway: %s:%d: %s\n", path, lineno, err);
-			rc = -EINVAL;
-			goto fail;
-		}
-	}
-fail:
-	fclose(fp);
-	return rc;
-}
-
-/* ---------------- the command line ---------------- */
-
-static void config_print_version(void)
-{
-	printf("Spillway server v=%s redis-compat=%s bits=%d\n", SPW_VERSION, SPW_REDIS_VERSION,
-	       (int)(sizeof(long) * 8));
-}
-
-void config_print_help(void)
-{
-	char buf[64];
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	printf("Usage: spillway-server [/path/to/spillway.conf] [--option value | --option=value ...]\n"
-	       "       spillway-server --help | --version\n\n"
-	       "Every option below works as a command-line flag, as a \"name value\" line of the config\n"
-	       "file and (except --config) with CONFIG GET; those marked [runtime] also with CONFIG SET.\n"
-	       "Sizes take k/m/g/t suffixes (powers of 1024). The config file is read first, then the\n"
-	       "command line.\n\n");
-	for (int i = 0; i < NOPTIONS; i++) {
-		const spw_option *o = &options[i];
-		const char *type = "";
-		switch (o->type) {
-		case OPT_BOOL: type = "yes|no"; break;
-		case OPT_INT: type = "<int>"; break;
-		case OPT_SIZE: type = "<size>"; break;
-		case OPT_STRING: type = "<string>"; break;
-		case OPT_ENUM: type = "<name>"; break;
-		case OPT_CONST: type = "<fixed>"; break;
-		case OPT_FAULT: type = "<spec>"; break;
-		case OPT_SAVE: type = "\"<sec> <changes> ...\""; break;
-		case OPT_OBL: type = "\"<class> <hard> <soft> <sec> ...\""; break;
-		}
-		snprintf(buf, sizeof(buf), "--%s %s", o->name, type);
-		printf("  %-36s %s", buf, o->help);
-		if (o->type == OPT_INT && o->min != o->max)
-			printf(" [%lld..%lld]", o->min, o->max);
-		if (!strcmp(o->name, "threads"))
-			printf(" (default: 0 = %ld here)", ncpu > 0 ? ncpu : 1);
-		else if (o->type == OPT_STRING || o->type == OPT_CONST || o->type == OPT_FAULT ||
-		         o->type == OPT_SAVE || o->type == OPT_OBL)
-			printf(" (default: \"%s\")", o->def);
-		else
-			printf(" (default: %s)", o->def);
-		if (o->flags & OPT_MUTABLE)
-			printf(" [runtime]");
-		if (o->flags & OPT_TIER)
-			printf(" [takes effect with the storage tier]");
-		if (o->alias)
-			printf(" (alias: %s)", o->alias);
-		printf("\n");
-	}
-	printf("  %-36s %s\n  %-36s %s\n", "--help", "print this help and exit",
-	       "--version", "print the version and exit");
-}
-
-static bool is_bool_word(const char *s)
-{
-	bool b;
-	return parse_bool(s, strlen(s), &b) == 0;
-}
-
-/* Checks that need several options together; messages name the flag to change. */
-static int config_check(void)
-{
-	if (g_cfg.page_bytes & (g_cfg.page_bytes - 1)) {
-		fprintf(stderr, "spillway: bad value for --page '%llu': must be a power of two\n",
-		        (unsigned long long)g_cfg.page_bytes);
-		return -EINVAL;
-	}
-	if (g_cfg.memory_bytes < 2 * g_cfg.page_bytes) {
-		fprintf(stderr, "spillway: bad value for --memory '%llu': must hold at least 2 pages of "
-		        "--page %llu\n", (unsigned long long)g_cfg.memory_bytes,
-		        (unsigned long long)g_cfg.page_bytes);
-		return -EINVAL;
-	}
-	if (g_cfg.storage_tier && g_cfg.memory_bytes < TIER_MIN_PAGES * g_cfg.page_bytes) {
-		fprintf(stderr, "spillway: bad value for --memory '%llu': with --storage-tier it must hold at "
-		        "least %d pages of --page %llu (one being filled, one being flushed, one being read "
-		        "and one to evict)\n", (unsigned long long)g_cfg.memory_bytes, TIER_MIN_PAGES,
-		        (unsigned long long)g_cfg.page_bytes);
-		return -EINVAL;
-	}
-	if (g_cfg.segment_bytes & (g_cfg.segment_bytes - 1)) {
-		fprintf(stderr, "spillway: bad value for --segment '%llu': must be a power of two\n",
-		        (unsigned long long)g_cfg.segment_bytes);
-		return -EINVAL;
-	}
-	if (g_cfg.storage_tier && (g_cfg.device_type == SPW_DEVICE_TYPE_AZURESTORAGE ||
-	                           g_cfg.device_type == SPW_DEVICE_TYPE_NULL)) {
-		fprintf(stderr, "spillway: bad value for --device-type '%s': not supported (native, "
-		        "localmemory or posix)\n", device_type_names[g_cfg.device_type]);
-		return -EINVAL;
-	}
-	if (g_cfg.bind[0] == '\0') {
-		fprintf(stderr, "spillway: bad value for --bind '': needs at least one address\n");
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int config_load_args(int argc, char **argv);
-
-bool config_option_given(const char *name)
-{
-	const spw_option *o = option_find(name, strlen(name));
-	return o && option_given[o - options];
-}
-
-void config_option_sized(const char *name)
-{
-	const spw_option *o = option_find(name, strlen(name));
-	if (o)
-		option_sized[o - options] = true;
-}
-
-int config_load(int argc, char **argv)
-{
-	config_defaults();
-	memset(option_given, 0, sizeof(option_given));
-	memset(option_sized, 0, sizeof(option_sized));
-	reading_startup = true;
-	startup_save_seen = false;
-	int rc = config_load_args(argc, argv);
-	reading_startup = false;
-	return rc;
-}
-
-static int config_load_args(int argc, char **argv)
-{
-
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			config_print_help();
-			return 1;
-		}
-		if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-v")) {
-			config_print_version();
-			return 1;
-		}
-	}
-
-	/* The config file first: a leading non-flag argument, or --config. */
-	const char *file = NULL;
-	if (argc > 1 && argv[1][0] != '-')
-		file = argv[1];
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--config")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "spillway: option --config needs a value\n");
-				return -EINVAL;
-			}
-			file = argv[i + 1];
-		} else if (!strncmp(argv[i], "--config=", 9)) {
-			file = argv[i] + 9;
-		}
-	}
-	if (file) {
-		if (strlen(file) >= sizeof(g_cfg.config_file)) {
-			fprintf(stderr, "spillway: bad value for --config: path too long\n");
-			return -EINVAL;
-		}
-		if (config_file_load(file) < 0)
-			return -EINVAL;
-		snprintf(g_cfg.config_file, sizeof(g_cfg.config_file), "%s", file);
-	}
-
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i], *val;
-		char why[256], multi[2048];
-		if (i == 1 && arg[0] != '-')
-			continue;   /* the config file */
-		if (strncmp(arg, "--", 2) || !arg[2]) {
-			fprintf(stderr, "spillway: unexpected argument '%s' (options are --name value)\n", arg);
-			return -EINVAL;
-		}
-		const char *name = arg + 2, *eq = strchr(name, '=');
-		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-		const spw_option *o = option_find(name, nlen);
-		if (!o) {
-			fprintf(stderr, "spillway: unknown option --%.*s (see --help)\n", (int)nlen, name);
-			return -EINVAL;
-		}
-		if (eq) {
-			val = eq + 1;
-		} else if (o->type == OPT_BOOL && (i + 1 >= argc || !is_bool_word(argv[i + 1]))) {
-			val = "yes";   /* Garnet's switches: --storage-tier alone means yes */
-		} else if (i + 1 >= argc) {
-			fprintf(stderr, "spillway: option --%s needs a value\n", o->name);
-			return -EINVAL;
-		} else if ((o->flags & OPT_MULTIARG) && i + 2 < argc && strncmp(argv[i + 2], "--", 2)) {
-			/* As redis-server: --save 900 1 300 10 (words up to the next --flag) */
-			size_t k = 0;
-			for (i++; i < argc && strncmp(argv[i], "--", 2); i++)
-				k += (size_t)snprintf(multi + k, k < sizeof(multi) ? sizeof(multi) - k : 0, "%s%s",
-				                      k ? " " : "", argv[i]);
-			i--;
-			if (k >= sizeof(multi)) {
-				fprintf(stderr, "spillway: bad value for --%s: too long\n", o->name);
-				return -EINVAL;
-			}
-			val = multi;
-		} else {
-			val = argv[++i];
-		}
-		if (o->flags & OPT_CLI_ONLY)
-			continue;   /* --config: read above */
-		if (option_parse(o, val, strlen(val), &g_cfg, why, sizeof(why)) < 0) {
-			fprintf(stderr, "spillway: bad value for --%.*s '%s': %s\n", (int)nlen, name, val, why);
-			return -EINVAL;
-		}
-		option_given[o - options] = true;
-	}
-	if (g_cfg.threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		g_cfg.threads = n > 0 ? (int)SPW_MIN(n, 1024) : 1;
-	}
-	char abs[PATH_MAX];
-	if (!realpath(g_cfg.dir, abs)) {
-		fprintf(stderr, "spillway: bad value for --dir '%s': %s\n", g_cfg.dir, strerror(errno));
-		return -EINVAL;
-	}
-	if (strlen(abs) >= sizeof(g_cfg.dir)) {
-		fprintf(stderr, "spillway: bad value for --dir '%s': path too long\n", g_cfg.dir);
-		return -EINVAL;
-	}
-	snprintf(g_cfg.dir, sizeof(g_cfg.dir), "%s", abs);
-	if (config_check() < 0)
-		return -EINVAL;
-	for (int i = 0; i < NOPTIONS; i++)
-		if (options[i].apply)
-			options[i].apply();
-	return 0;
 }
 
 /* ---------------- CONFIG GET / SET / REWRITE ---------------- */
@@ -884,22 +516,22 @@ void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void 
 	/* As Redis 7: a name without glob characters is looked up directly (aliases included) and
 	 * answered under the name as typed. */
 	if (!has_glob(pat, plen)) {
-		const spw_option *o = option_find(pat, plen);
+		const spw_option *o = config_option_find(pat, plen);
 		if (!o || (o->flags & OPT_CLI_ONLY) || plen >= sizeof(name))
 			return;
 		memcpy(name, pat, plen);
 		name[plen] = '\0';
-		fn(ctx, name, option_format(o, buf, sizeof(buf)));
+		fn(ctx, name, config_option_format(o, buf, sizeof(buf)));
 		return;
 	}
-	for (int i = 0; i < NOPTIONS; i++) {
-		const spw_option *o = &options[i];
+	for (int i = 0; i < CONFIG_NOPTIONS; i++) {
+		const spw_option *o = &config_options[i];
 		if (o->flags & OPT_CLI_ONLY)
 			continue;
 		if (spw_glob_match(pat, plen, o->name, strlen(o->name), 1))
-			fn(ctx, o->name, option_format(o, buf, sizeof(buf)));
+			fn(ctx, o->name, config_option_format(o, buf, sizeof(buf)));
 		if (o->alias && spw_glob_match(pat, plen, o->alias, strlen(o->alias), 1))
-			fn(ctx, o->alias, option_format(o, buf, sizeof(buf)));
+			fn(ctx, o->alias, config_option_format(o, buf, sizeof(buf)));
 	}
 }
 
@@ -918,7 +550,7 @@ int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errl
 	/* Names first, as Redis: unknown, immutable, duplicate. */
 	for (int i = 0; i < npairs; i++) {
 		const resp_slice *n = &pairs[2 * i];
-		const spw_option *o = option_find(n->ptr, n->len);
+		const spw_option *o = config_option_find(n->ptr, n->len);
 		if (!o || (o->flags & OPT_CLI_ONLY)) {
 			snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
 			         (int)SPW_MIN(n->len, 128), n->ptr);
@@ -949,7 +581,7 @@ int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errl
 	staged = g_cfg;
 	for (int i = 0; i < npairs; i++) {
 		const resp_slice *n = &pairs[2 * i], *v = &pairs[2 * i + 1];
-		if (option_parse(found[i], v->ptr, v->len, &staged, why, sizeof(why)) < 0) {
+		if (config_option_parse(found[i], v->ptr, v->len, &staged, why, sizeof(why)) < 0) {
 			pthread_mutex_unlock(&set_lock);
 			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
 			         (int)SPW_MIN(n->len, 128), n->ptr, why);
@@ -957,7 +589,7 @@ int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errl
 		}
 	}
 	for (int i = 0; i < npairs; i++) {
-		option_publish(found[i], &staged);
+		config_option_publish(found[i], &staged);
 		if (found[i]->apply)
 			found[i]->apply();
 	}
@@ -970,153 +602,4 @@ int config_set(const char *name, size_t nlen, const char *val, size_t vlen, char
 {
 	resp_slice p[2] = { { name, nlen }, { val, vlen } };
 	return config_set_pairs(p, 1, err, errlen);
-}
-
-/* Quote a value for the config file if it needs it (empty, blanks, quotes, control bytes). */
-static void config_quote(FILE *fp, const char *v)
-{
-	bool plain = *v != '\0';
-	for (const char *p = v; *p; p++)
-		if (isspace((unsigned char)*p) || *p == '"' || *p == '\'' || *p == '\\' || !isprint((unsigned char)*p))
-			plain = false;
-	if (plain) {
-		fputs(v, fp);
-		return;
-	}
-	fputc('"', fp);
-	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(fp, "\\%c", *p);
-		else if (isprint(*p) || *p == ' ')
-			fputc(*p, fp);
-		else
-			fprintf(fp, "\\x%02x", *p);
-	}
-	fputc('"', fp);
-}
-
-/* An option's value and the line's end for the config file. save's rules go unquoted, as Redis
- * writes them ("save 3600 1 300 100"; quoted they would be one word to Redis), "" when none; so do
- * client-output-buffer-limit's groups (Redis reads them from one line too). */
-static void config_value_write(FILE *fp, const spw_option *o, char *buf, size_t cap)
-{
-	const char *v = option_format(o, buf, cap);
-	if ((o->type == OPT_SAVE || o->type == OPT_OBL) && v[0])
-		fputs(v, fp);
-	else
-		config_quote(fp, v);
-	fputc('\n', fp);
-}
-
-/* Does a config line (name + value words) give option o the value it has now? */
-static bool config_line_unchanged(const spw_option *o, char **words, int n)
-{
-	char val[2048], why[256];
-	spw_config tmp;
-	size_t k = 0;
-	if (n < 2 || o->type == OPT_CONST)
-		return o->type == OPT_CONST;
-	if (o->type == OPT_OBL)
-		return false;   /* a line may give one class of several: write the whole value once */
-	if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir"))
-		return true;   /* resolved at start-up (0 = cores, "." = cwd) and immutable: keep as written */
-	for (int i = 1; i < n && k < sizeof(val); i++)
-		k += (size_t)snprintf(val + k, sizeof(val) - k, "%s%s", i > 1 ? " " : "", words[i]);
-	if (k >= sizeof(val))
-		return false;
-	memcpy(&tmp, &g_cfg, sizeof(tmp));
-	if (option_parse(o, val, k, &tmp, why, sizeof(why)) < 0)
-		return false;
-	if (o->type == OPT_STRING)
-		return strcmp((char *)&tmp + o->off, (char *)&g_cfg + o->off) == 0;
-	return memcmp((char *)&tmp + o->off, (char *)&g_cfg + o->off, o->size) == 0;
-}
-
-int config_rewrite(char *err, size_t errlen)
-{
-	char tmp[1100 + 16], line[4096], words_buf[4097], buf[640];
-	char *words[64];
-	bool seen[NOPTIONS];
-	FILE *in = NULL, *out = NULL;
-	int rc = 0;
-
-	if (!g_cfg.config_file[0]) {
-		snprintf(err, errlen, "ERR The server is running without a config file");
-		return -ENOENT;
-	}
-	memset(seen, 0, sizeof(seen));
-	snprintf(tmp, sizeof(tmp), "%s.rewrite.%d", g_cfg.config_file, (int)getpid());
-	in = fopen(g_cfg.config_file, "r");
-	out = fopen(tmp, "w");
-	if (!out) {
-		rc = -errno;
-		goto fail;
-	}
-	while (in && fgets(line, sizeof(line), in)) {
-		const char *p = line;
-		while (isspace((unsigned char)*p))
-			p++;
-		int n = (*p && *p != '#') ? config_line_split(p, words_buf, words, (int)SPW_ARRAY_LEN(words)) : 0;
-		const spw_option *o = n > 0 ? option_find(words[0], strlen(words[0])) : NULL;
-		if (!o || (o->flags & OPT_CLI_ONLY)) {
-			fputs(line, out);
-			if (line[strlen(line) - 1] != '\n')
-				fputc('\n', out);
-			continue;
-		}
-		int idx = (int)(o - options);
-		if (seen[idx])
-			continue;   /* later duplicates would override the value we write: drop them */
-		seen[idx] = true;
-		if (config_line_unchanged(o, words, n)) {
-			fputs(line, out);   /* same value: keep the user's spelling ("64m", quotes) */
-			if (line[strlen(line) - 1] != '\n')
-				fputc('\n', out);
-			continue;
-		}
-		fprintf(out, "%s ", words[0]);
-		config_value_write(out, o, buf, sizeof(buf));
-	}
-	for (int i = 0; i < NOPTIONS; i++) {
-		const spw_option *o = &options[i];
-		char def[64];
-		if (seen[i] || o->type == OPT_CONST || (o->flags & OPT_CLI_ONLY))
-			continue;
-		/* Compare with the default in the same canonical form. */
-		spw_config d;
-		memset(&d, 0, sizeof(d));
-		if (option_parse(o, o->def, strlen(o->def), &d, def, sizeof(def)) == 0 &&
-		    !memcmp((char *)&d + o->off, (char *)&g_cfg + o->off, o->size))
-			continue;
-		if (!strcmp(o->name, "threads") || !strcmp(o->name, "dir") || option_sized[i])
-			continue;   /* resolved at start-up (cores, absolute path, sized from --maxmemory): not
-			             * a user choice */
-		fprintf(out, "%s ", o->name);
-		config_value_write(out, o, buf, sizeof(buf));
-	}
-	if (fflush(out) != 0 || fsync(fileno(out)) != 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (fclose(out) != 0) {
-		out = NULL;
-		rc = -errno;
-		goto fail;
-	}
-	out = NULL;
-	if (rename(tmp, g_cfg.config_file) != 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (in)
-		fclose(in);
-	return 0;
-fail:
-	snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(-rc));
-	if (out)
-		fclose(out);
-	if (in)
-		fclose(in);
-	unlink(tmp);
-	return rc;
 }
