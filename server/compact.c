@@ -279,6 +279,11 @@ static void *compact_main(void *arg)
 		bool due = !atomic_load(&g_srv.loading) && !hi.store_error && !stuck &&
 		           compact_due(asked, disk, segs, &o);
 		int prc = due ? compact_pass(s, &o, &ci) : 0;
+		if (asked && hi.store_error) {
+			prc = SPW_E_STORE_ERROR;
+			snprintf(ci.why, sizeof(ci.why), "the store refuses writes since a page write failed "
+			         "(INFO store)");
+		}
 		if (!due && !atomic_load(&g_srv.loading))
 			compact_space_back(s, begin_at_start);
 		if (due) {
