@@ -27,35 +27,19 @@
 #define VAL 1000          /* value bytes */
 #define BATCH 500         /* commands per pipeline */
 
-static char g_dir[256];
-
-static int dir_setup(void **state)
-{
-	(void)state;
-	return itest_tmpdir_make(g_dir, sizeof(g_dir), "spw-compact") < 0 ? -1 : 0;
-}
-
-static int dir_teardown(void **state)
-{
-	(void)state;
-	itest_tmpdir_remove(g_dir);
-	g_dir[0] = '\0';
-	return 0;
-}
-
 static void server_start(itest_server *s, const char *const *extra)
 {
 	static const char *const base[] = { "--threads", "2", "--storage-tier", "yes", "--memory", "4m",
 		"--page", "64k", "--segment", "1m", "--index", "4m", "--compaction-io-limit", "0",
 		"--save", "", "--checkpoint-interval", "0", NULL };
-	itest_spillway_start_on(s, g_dir, base, extra);
+	itest_spillway_start_on(s, itest_data_dir, base, extra);
 }
 
 /* Allocated bytes of the segment files (what du shows for <dir>/Store). */
 static uint64_t store_du(void)
 {
 	char path[300];
-	snprintf(path, sizeof(path), "%s/Store", g_dir);
+	snprintf(path, sizeof(path), "%s/Store", itest_data_dir);
 	DIR *d = opendir(path);
 	assert_non_null(d);
 	uint64_t sum = 0;
@@ -367,13 +351,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_overwrites_compacted_bound_the_disk_and_keep_the_latest_values,
-		                                dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_compaction_starts_by_itself_past_max_segments, dir_setup,
-		                                dir_teardown),
-		cmocka_unit_test_setup_teardown(test_full_disk_budget_answers_oom_and_loses_nothing, dir_setup,
-		                                dir_teardown),
+		                                itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_compaction_starts_by_itself_past_max_segments, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_full_disk_budget_answers_oom_and_loses_nothing, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_mode_drops_the_oldest_keys_to_stay_within_the_disk_budget,
-		                                dir_setup, dir_teardown),
+		                                itest_data_dir_setup, itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

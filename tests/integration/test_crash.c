@@ -44,7 +44,6 @@ typedef struct pending_op {
 	char after[VMAX];              /* the key's value if the command was applied */
 } pending_op;
 
-static char g_dir[256];
 static unsigned g_seed;
 
 static int rnd(int n) { return (int)(rand_r(&g_seed) % (unsigned)n); }
@@ -59,7 +58,7 @@ static void server_start(itest_server *s, const char *const *extra)
 {
 	static const char *const base[] = { "--threads", "2", "--page", "64k", "--index", "1m",
 		"--segment", "1m", "--checkpoint-interval", "0", "--save", "", NULL };
-	itest_spillway_start_on(s, g_dir, base, extra);
+	itest_spillway_start_on(s, itest_data_dir, base, extra);
 }
 
 static void key_name(char *buf, size_t len, int conn, int k)
@@ -258,17 +257,9 @@ static void crash_rounds_run(const char *const *extra, int rounds, bool bgsave)
 
 static int dir_setup(void **state)
 {
-	(void)state;
 	g_seed = (unsigned)itest_now_ms();
 	fprintf(stderr, "seed %u\n", g_seed);
-	return itest_tmpdir_make(g_dir, sizeof(g_dir), "spw-crash") < 0 ? -1 : 0;
-}
-
-static int dir_teardown(void **state)
-{
-	(void)state;
-	itest_tmpdir_remove(g_dir);
-	return 0;
+	return itest_data_dir_setup(state);
 }
 
 static void test_kill_memory_only(void **state)
@@ -368,11 +359,11 @@ static void test_kill_without_aof_gives_the_checkpoint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_kill_memory_only, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_kill_storage_tier, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_power_cut, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_kill_memory_only, dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_kill_storage_tier, dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_power_cut, dir_setup, itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_kill_without_aof_gives_the_checkpoint, dir_setup,
-		                                dir_teardown),
+		                                itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

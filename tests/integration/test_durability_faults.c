@@ -29,28 +29,13 @@
 
 #include "support/itest.h"
 
-static char g_dir[256];
-
-static int dir_setup(void **state)
-{
-	(void)state;
-	return itest_tmpdir_make(g_dir, sizeof(g_dir), "spw-dfault") < 0 ? -1 : 0;
-}
-
-static int dir_teardown(void **state)
-{
-	(void)state;
-	itest_tmpdir_remove(g_dir);
-	return 0;
-}
-
 #define BASE_FLAGS "--threads", "2", "--memory", "32m", "--page", "64k", "--index", "1m", \
 	"--segment", "1m", "--save", "", "--checkpoint-interval", "0"
 
 static void server_start(itest_server *s, const char *const *extra)
 {
 	static const char *const base[] = { BASE_FLAGS, NULL };
-	itest_spillway_start_on(s, g_dir, base, extra);
+	itest_spillway_start_on(s, itest_data_dir, base, extra);
 }
 
 static void server_kill(itest_server *s)
@@ -60,7 +45,7 @@ static void server_kill(itest_server *s)
 	itest_server_stop(s);
 }
 
-/* Start the binary on g_dir and expect it to refuse (note 2): exit status 1, its output holding
+/* Start the binary on itest_data_dir and expect it to refuse (note 2): exit status 1, its output holding
  * every one of the NULL-terminated strings in want. */
 static void start_refused(const char *const *extra, const char *const *want)
 {
@@ -68,8 +53,8 @@ static void start_refused(const char *const *extra, const char *const *want)
 	char *out = NULL;
 	assert_int_equal(itest_spillway_path(exe, sizeof(exe)), 0);
 	snprintf(port, sizeof(port), "%d", itest_port_pick());
-	const char *argv[48] = { exe, "--bind", "127.0.0.1", "--port", port, BASE_FLAGS, "--dir", g_dir,
-	                         "--logdir", g_dir };
+	const char *argv[48] = { exe, "--bind", "127.0.0.1", "--port", port, BASE_FLAGS, "--dir", itest_data_dir,
+	                         "--logdir", itest_data_dir };
 	size_t n = 0;
 	while (argv[n])
 		n++;
@@ -84,11 +69,11 @@ static void start_refused(const char *const *extra, const char *const *want)
 	free(out);
 }
 
-/* The path of the first file in g_dir/sub whose name contains part (and not ".tmp"). */
+/* The path of the first file in itest_data_dir/sub whose name contains part (and not ".tmp"). */
 static void find_file(const char *sub, const char *part, char *path, size_t len)
 {
 	char d[512];
-	snprintf(d, sizeof(d), "%s%s%s", g_dir, sub[0] ? "/" : "", sub);
+	snprintf(d, sizeof(d), "%s%s%s", itest_data_dir, sub[0] ? "/" : "", sub);
 	DIR *dir = opendir(d);
 	assert_non_null(dir);
 	struct dirent *e;
@@ -277,8 +262,8 @@ static int check_run(bool fix, char **out)
 	assert_non_null(slash);
 	*slash = '\0';
 	snprintf(tool, sizeof(tool), "%s/spillway-check", exe);
-	const char *argv[] = { tool, "--segment", "1m", "--logdir", g_dir, fix ? "--fix-aof" : g_dir,
-	                       fix ? g_dir : NULL, NULL };
+	const char *argv[] = { tool, "--segment", "1m", "--logdir", itest_data_dir, fix ? "--fix-aof" : itest_data_dir,
+	                       fix ? itest_data_dir : NULL, NULL };
 	return itest_prog_run(argv, NULL, 0, out, NULL, ITEST_TIMEOUT_MS);
 }
 
@@ -348,7 +333,7 @@ static void test_segments_without_checkpoint(void **state)
 	itest_expect(&c, "+OK\r\n", "save", NULL);
 	itest_conn_close(&c);
 	server_kill(&s);
-	snprintf(path, sizeof(path), "%s/Store/hlog.0", g_dir);
+	snprintf(path, sizeof(path), "%s/Store/hlog.0", itest_data_dir);
 	assert_int_equal(access(path, F_OK), -1);   /* truncated below Begin */
 	for (int i = 0; i < 4; i++) {   /* two checkpoints: their meta and index files */
 		find_file("", "checkpoint.", path, sizeof(path));
@@ -371,15 +356,15 @@ static void test_segments_without_checkpoint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_checkpoint_write_error, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_checkpoint_disk_full, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_checkpoint_sync_error, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_meta, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_index, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_segment, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_aof_damage, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_spillway_check, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_segments_without_checkpoint, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_write_error, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_disk_full, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_sync_error, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_meta, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_index, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_segment, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_aof_damage, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_spillway_check, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_segments_without_checkpoint, itest_data_dir_setup, itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

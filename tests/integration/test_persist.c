@@ -26,29 +26,13 @@
 
 #include "support/itest.h"
 
-static char g_dir[256];
-
-static int dir_setup(void **state)
-{
-	(void)state;
-	return itest_tmpdir_make(g_dir, sizeof(g_dir), "spw-persist") < 0 ? -1 : 0;
-}
-
-static int dir_teardown(void **state)
-{
-	(void)state;
-	itest_tmpdir_remove(g_dir);
-	g_dir[0] = '\0';
-	return 0;
-}
-
-/* A server on g_dir with the small geometry below plus extra (NULL-terminated); fails the test
+/* A server on itest_data_dir with the small geometry below plus extra (NULL-terminated); fails the test
  * when it does not start. */
 static void server_start(itest_server *s, const char *const *extra)
 {
 	static const char *const base[] = { "--threads", "2", "--memory", "64m", "--page", "1m",
 		"--index", "1m", NULL };
-	itest_spillway_start_on(s, g_dir, base, extra);
+	itest_spillway_start_on(s, itest_data_dir, base, extra);
 }
 
 /* SHUTDOWN [arg] on c and wait for the process to exit; its exit status must be 0. */
@@ -220,16 +204,16 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shutdown_checkpoint_brings_a_key_back_memory_only,
-		                                dir_setup, dir_teardown),
+		                                itest_data_dir_setup, itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_shutdown_checkpoint_brings_a_key_back_with_a_storage_tier,
-		                                dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_shutdown_nosave_without_aof_loses_the_key, dir_setup,
-		                                dir_teardown),
-		cmocka_unit_test_setup_teardown(test_bgsave_and_save_move_lastsave, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_config_get_save_and_appendonly_answer_as_redis, dir_setup,
-		                                dir_teardown),
+		                                itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_shutdown_nosave_without_aof_loses_the_key, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_bgsave_and_save_move_lastsave, itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_config_get_save_and_appendonly_answer_as_redis, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_aof_always_keeps_an_acknowledged_write_through_sigkill,
-		                                dir_setup, dir_teardown),
+		                                itest_data_dir_setup, itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

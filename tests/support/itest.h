@@ -222,6 +222,14 @@ long long itest_info_value(const char *reply, const char *name);
 long long itest_stat_grew_at(const char *file, int line, itest_conn *c, const char *name,
                              long long before, long long at_least, const char *what);
 
+/* ---------------- a data folder kept across a test's server restarts ---------------- */
+
+/* The folder (itest_tmpdir_make, named after the test program), made by the setup and removed by
+ * the teardown of each test that uses the pair. */
+extern char itest_data_dir[256];
+int itest_data_dir_setup(void **state);
+int itest_data_dir_teardown(void **state);
+
 /* ---------------- fixtures: one server for a cmocka group ---------------- */
 
 typedef enum itest_kind {

@@ -126,6 +126,24 @@ void itest_tmpdir_remove(const char *dir)
 		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+char itest_data_dir[256];
+
+int itest_data_dir_setup(void **state)
+{
+	(void)state;
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "spw-%s", program_invocation_short_name);
+	return itest_tmpdir_make(itest_data_dir, sizeof(itest_data_dir), prefix) < 0 ? -1 : 0;
+}
+
+int itest_data_dir_teardown(void **state)
+{
+	(void)state;
+	itest_tmpdir_remove(itest_data_dir);
+	itest_data_dir[0] = '\0';
+	return 0;
+}
+
 int itest_tmpdir_make(char *buf, size_t cap, const char *prefix)
 {
 	const char *tmp = getenv("TMPDIR");
