@@ -185,9 +185,10 @@ const spw_option config_options[] = {
 	{ "compaction-max-segments", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "32",
 	  FIELD(compaction_max_segments), NULL, NULL, "compact the oldest part of the log once it "
 	  "spans more than this many segments on the device (0 = only for --disk-max and COMPACT)" },
-	{ "compaction-io-limit", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "64mb",
+	{ "compaction-io-limit", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "16mb",
 	  FIELD(compaction_io_limit), NULL, NULL, "bytes per second compaction may read and write "
-	  "(0 = no limit)" },
+	  "(four times that once the disk passes 90% of --disk-max or the log twice "
+	  "--compaction-max-segments; 0 = no limit)" },
 	{ "disk-max", NULL, OPT_SIZE, OPT_MUTABLE, 0, LLONG_MAX, "0", FIELD(disk_max), NULL, NULL,
 	  "disk the data may take (allocated blocks of log segments, checkpoints and AOF; 0 = no "
 	  "limit): past it compaction runs, then writes get -OOM (noeviction) or the oldest segments "

@@ -13,7 +13,7 @@
 #              ROUNDS_LAT rounds, medians; a fresh store each round (a pass leaves nothing to do).
 #
 # Environment: KEYS=100000 VALLEN=1000 ROUNDS=10 SEGMENT=8m MEMORY=64m, LAT_KEYS=2000000,
-# RATE=10000, LAT_S=10, ROUNDS_LAT=3, IO_LIMIT=64mb, PARTS="overwrite latency", SPW_BIN=build/bin,
+# RATE=10000, LAT_S=10, ROUNDS_LAT=3, IO_LIMIT=16mb (the default), PARTS="overwrite latency", SPW_BIN=build/bin,
 # THREADS=2, DATA=/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ LAT_KEYS=${LAT_KEYS:-2000000}
 RATE=${RATE:-10000}
 LAT_S=${LAT_S:-10}
 ROUNDS_LAT=${ROUNDS_LAT:-3}
-IO_LIMIT=${IO_LIMIT:-64mb}
+IO_LIMIT=${IO_LIMIT:-16mb}
 PARTS=${PARTS:-"overwrite latency"}
 BIN=${SPW_BIN:-build/bin}
 THREADS=${THREADS:-2}
