@@ -432,8 +432,6 @@ static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
 
 static void cmp_free(cmp_run *c)
 {
-	if (c->q)
-		dev_queue_close(c->q);
 	free(c->page);
 	free(c->big);
 	for (int i = 0; i < CMP_PARK; i++)
@@ -450,9 +448,10 @@ static int cmp_open(cmp_run *c)
 		snprintf(c->out->why, sizeof(c->out->why), "no memory for a page buffer");
 		return -ENOMEM;
 	}
-	int rc = dev_queue_open(l->dev, &c->q);
+	int rc = c->s->t.cmp_q ? 0 : dev_queue_open(l->dev, &c->s->t.cmp_q);
 	if (rc < 0)
 		snprintf(c->out->why, sizeof(c->out->why), "cannot open a device queue: %s", spw_strerror(rc));
+	c->q = c->s->t.cmp_q;
 	return rc;
 }
 

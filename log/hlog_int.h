@@ -96,6 +96,9 @@ typedef struct tier_session {
 	pend_op *ready_head, *ready_tail;  /* ops whose reads are done: ready callbacks in poll */
 	pend_op *wait_head;                /* ops waiting for a frame (flush waits) */
 	uint32_t nwait;
+	/* compact.c: the scan's own device queue, opened by the first pass on this session and kept
+	 * (a ring per pass would be set up and torn down hundreds of times a second). */
+	struct dev_queue *cmp_q;
 	/* scan.c: the device part of a scan (blocking compromise, scan.c note 2). */
 	uint32_t scan_inflight;
 	int scan_err;

@@ -177,6 +177,8 @@ int hlog_session_open(hlog *l, hlog_session **out)
 static void store_session_tier_close(hlog_session *s)
 {
 	readq_queue_close(s);
+	if (s->t.cmp_q)
+		dev_queue_close(s->t.cmp_q);
 	pend_session_close(s);
 	readq_session_free(s);
 	scan_session_free(s);
