@@ -557,6 +557,35 @@ static void ckpt_retire(ckpt_run *r)
 		dev_truncate_until(r->d, keep_begin & ~(r->d->segment_bytes - 1));
 }
 
+/* Steps (c) and (d), under ckpt_mu: the cut, the log needed from its Begin on, and the counts
+ * exact at it (notes 1 and 4). Returns the cut, once SafeReadOnly has passed it. */
+static uint64_t ckpt_cut(ckpt_run *r)
+{
+	hlog *l = r->l;
+	/* A generation per cut, failed checkpoints' included (note 4). */
+	uint64_t gen = ++l->cut_gen;
+	int g = (int)(gen & 1);
+	int64_t k0, e0, kp0, ep0, k1, e1, kp1, ep1;
+	ckpt_counts_read(l, g, &k0, &e0, &kp0, &ep0);
+	uint64_t cut = alloc_cut(r->s, r->d->sector_bytes, gen, &r->m.begin);
+	r->m.cut = cut;
+	/* From the cut on, this checkpoint needs the log from its Begin (compact.c note 5). */
+	for (uint64_t h = atomic_load(&l->ckpt_hold); h > r->m.begin;)
+		if (atomic_compare_exchange_weak(&l->ckpt_hold, &h, r->m.begin))
+			break;
+	r->m.next_seq = atomic_load(&l->redo_seq);
+	if (r->m.scan_from < r->m.begin)
+		r->m.scan_from = r->m.begin;
+	while (!alloc_cut_safe(r->s, cut))
+		usleep(200);
+	ckpt_counts_read(l, g, &k1, &e1, &kp1, &ep1);
+	int64_t keys = k1 - (kp1 - kp0) - atomic_load(&l->keys_base);
+	int64_t expires = e1 - (ep1 - ep0) - atomic_load(&l->expires_base);
+	r->m.keys = keys > 0 ? (uint64_t)keys : 0;
+	r->m.expires = expires > 0 ? (uint64_t)expires : 0;
+	return cut;
+}
+
 int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog_ckpt_info *out)
 {
 	ckpt_run r = { .l = l, .s = s, .dir = dir, .d = logdev, .why = out->why, .whylen = sizeof(out->why) };
@@ -603,27 +632,7 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 	/* (c), (d), (e): the cut and the log below it (notes 1 and 3), the counts at it (note 4). */
 	pthread_mutex_lock(&l->ckpt_mu);
 	locked = true;
-	/* A generation per cut, failed checkpoints' included (note 4). */
-	uint64_t gen = ++l->cut_gen;
-	int g = (int)(gen & 1);
-	int64_t k0, e0, kp0, ep0, k1, e1, kp1, ep1;
-	ckpt_counts_read(l, g, &k0, &e0, &kp0, &ep0);
-	uint64_t cut = alloc_cut(s, logdev->sector_bytes, gen, &r.m.begin);
-	r.m.cut = cut;
-	/* From the cut on, this checkpoint needs the log from its Begin (compact.c note 5). */
-	for (uint64_t h = atomic_load(&l->ckpt_hold); h > r.m.begin;)
-		if (atomic_compare_exchange_weak(&l->ckpt_hold, &h, r.m.begin))
-			break;
-	r.m.next_seq = atomic_load(&l->redo_seq);
-	if (r.m.scan_from < r.m.begin)
-		r.m.scan_from = r.m.begin;
-	while (!alloc_cut_safe(s, cut))
-		usleep(200);
-	ckpt_counts_read(l, g, &k1, &e1, &kp1, &ep1);
-	int64_t keys = k1 - (kp1 - kp0) - atomic_load(&l->keys_base);
-	int64_t expires = e1 - (ep1 - ep0) - atomic_load(&l->expires_base);
-	r.m.keys = keys > 0 ? (uint64_t)keys : 0;
-	r.m.expires = expires > 0 ? (uint64_t)expires : 0;
+	uint64_t cut = ckpt_cut(&r);
 	if ((rc = ckpt_wait_flushed(&r, cut)) < 0)
 		goto out;
 	if ((rc = ckpt_write_log(&r, cut)) < 0) {
