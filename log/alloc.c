@@ -681,8 +681,11 @@ uint64_t alloc_begin_raise(hlog_session *s, uint64_t to)
 	uint64_t u0 = old >> l->unit_bits, u1 = to >> l->unit_bits;
 	if (u1 - u0 > LOG_GARBAGE_SLOTS)
 		u0 = u1 - LOG_GARBAGE_SLOTS;
-	for (uint64_t u = u0; u < u1; u++)
-		atomic_store_explicit(&l->garbage[u & (LOG_GARBAGE_SLOTS - 1)], 0, memory_order_relaxed);
+	/* A session adding to a slot at this moment may keep a stale value: statistics. */
+	for (int i = 0; i < l->max_sessions; i++)
+		for (uint64_t u = u0; u < u1; u++)
+			atomic_store_explicit(&l->garbage[(uint64_t)i * LOG_GARBAGE_SLOTS + (u & (LOG_GARBAGE_SLOTS - 1))],
+			                      0, memory_order_relaxed);
 	if (l->dev)
 		return 0;
 	uint64_t head = to & ~(l->page_bytes - 1);

@@ -28,7 +28,8 @@
  *
  *  3. Garbage. Each unit (a device segment; a page without a device) counts the bytes that became
  *     garbage in it: a live or expired version superseded or deleted (ops.c, when the new version
- *     is published), a tombstone when written. A ring of LOG_GARBAGE_SLOTS counters; Begin's move
+ *     is published), a tombstone when written. A ring of LOG_GARBAGE_SLOTS counters per session, so
+ *     that a write pays a plain add on a line of its own thread; Begin's move
  *     zeroes the units below it. Statistics only: nothing depends on them being exact (an
  *     in-place update makes no garbage; a failed CAS's record is not counted).
  *
@@ -106,7 +107,10 @@ typedef struct cmp_run {
 
 static uint64_t cmp_unit_garbage(hlog *l, uint64_t u)
 {
-	int64_t g = atomic_load_explicit(&l->garbage[u & (LOG_GARBAGE_SLOTS - 1)], memory_order_relaxed);
+	int64_t g = 0;
+	for (int i = 0; i < l->max_sessions; i++)
+		g += atomic_load_explicit(&l->garbage[(uint64_t)i * LOG_GARBAGE_SLOTS + (u & (LOG_GARBAGE_SLOTS - 1))],
+		                          memory_order_relaxed);
 	return g > 0 ? (uint64_t)g : 0;
 }
 

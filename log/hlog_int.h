@@ -217,8 +217,9 @@ struct hlog {
 	                                      may go (compact.c note 5) */
 
 	/* Compaction (compact.c note 3): garbage bytes per unit (a device segment, or a page without
-	 * a device), a ring indexed by unit & (LOG_GARBAGE_SLOTS - 1). Statistics only: correctness
-	 * never depends on them. */
+	 * a device), a ring indexed by unit & (LOG_GARBAGE_SLOTS - 1), one ring per session (session
+	 * i's at garbage + i * LOG_GARBAGE_SLOTS: written only by its thread, no locked instruction
+	 * on the write path; readers sum them). Statistics only: correctness never depends on them. */
 	_Atomic int64_t *garbage;
 	uint32_t unit_bits;
 	pthread_mutex_t compact_one;       /* one compaction pass at a time */
@@ -227,10 +228,11 @@ struct hlog {
 
 #define LOG_GARBAGE_SLOTS 8192u
 
-static inline void log_garbage_add(hlog *l, uint64_t addr, int64_t bytes)
+static inline void log_garbage_add(hlog_session *s, uint64_t addr, int64_t bytes)
 {
-	atomic_fetch_add_explicit(&l->garbage[(addr >> l->unit_bits) & (LOG_GARBAGE_SLOTS - 1)], bytes,
-	                          memory_order_relaxed);
+	hlog *l = s->l;
+	ctr_add_signed(&l->garbage[(uint64_t)s->id * LOG_GARBAGE_SLOTS +
+	                           ((addr >> l->unit_bits) & (LOG_GARBAGE_SLOTS - 1))], bytes);
 }
 
 /* Compaction's conditional copy (ops.c): if the newest version of k is still the record at src,

@@ -451,7 +451,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
-		log_garbage_add(s->l, u->a, rec_size(r, info));
+		log_garbage_add(s, u->a, rec_size(r, info));
 		log_count(s, u->a, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
@@ -464,7 +464,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		/* In place. A tombstoned or expired R is revived: fill writes it whole. */
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
 		if (u->st == ST_TOMB)
-			log_garbage_add(s->l, u->a, -(int64_t)u->size);
+			log_garbage_add(s, u->a, -(int64_t)u->size);
 		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
@@ -486,9 +486,9 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 static void log_update_garbage(hlog_session *s, const log_op *op, const log_upd *u, uint64_t na)
 {
 	if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
-		log_garbage_add(s->l, u->found, (int64_t)rec_size(u->r, u->info));
+		log_garbage_add(s, u->found, (int64_t)rec_size(u->r, u->info));
 	if (!u->wr)
-		log_garbage_add(s->l, na, (int64_t)u->size);
+		log_garbage_add(s, na, (int64_t)u->size);
 	if (op->kind == OP_RELOCATE) {
 		if (u->wr) {
 			ctr_add(&s->compact_copied, 1);

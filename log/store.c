@@ -107,7 +107,7 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 
 	l->unit_bits = l->dev ? l->dev->segment_shift : l->page_bits;
 	rc = -ENOMEM;
-	if (!(l->garbage = calloc(LOG_GARBAGE_SLOTS, sizeof(*l->garbage))))
+	if (!(l->garbage = calloc((size_t)cfg->max_sessions * LOG_GARBAGE_SLOTS, sizeof(*l->garbage))))
 		goto fail;
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
 		goto fail;
