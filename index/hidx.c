@@ -75,7 +75,42 @@
  * acquire loads, pairing with the publisher's CAS, so a record found through an entry is fully
  * written. hidx_slot_cas is seq_cst.
  *
- * Sections: open/close, the overflow allocator, lookups and inserts, scan and clear, stats.
+ * Growth (hidx_grow). The main array doubles while other threads go on using it, FASTER's split of
+ * a bucket into i and i + N, made so that no key has to be read and no thread ever waits for the
+ * grower:
+ *  - The bucket number is the hash's low base bits, then the low `grown` bits of the tag
+ *    (hidx_bucket_no). Doubling takes the next tag bit, which every entry word carries: the split
+ *    of bucket i sends each entry to i or i + N by that bit alone. The price is one tag bit less to
+ *    tell the entries of one bucket apart per doubling, hence HIDX_GROW_MAX (9 bits are left).
+ *  - The grower publishes the new table as the old one's ht_next, then splits every old bucket in
+ *    order; then makes the new table current, waits for the helpers still copying (hx_helpers), and
+ *    unmaps the old one once quiesce() says no thread still holds it (the log's epoch).
+ *    hx_grow_mu keeps hidx_clear_below and image saves off the tables until no helper writes:
+ *    a slot a clear freed must not get a copied value back.
+ *  - Splitting bucket i (hidx_split, which any thread may run; they help each other and the grower
+ *    and all compute the same result): set FROZEN in the main bucket's overflow word; then freeze
+ *    every slot of the chain (CAS; a word gets the tentative bit, a free slot or an entry without
+ *    a record becomes HIDX_MOVED; a tentative claim is waited out, its owner resolves it in a few
+ *    steps) and set FROZEN in every link word (a link CAS of 0 -> index then fails). Frozen words
+ *    never change again. Then copy the frozen entries, in chain order, into the new buckets i and
+ *    i + N, position k of a chain at bucket k / 7, slot k % 7, each by CAS from 0 (a helper that
+ *    comes second finds its values there) and set SPLIT.
+ *  - Users route (hidx_route): a main bucket without FROZEN is used as before; one with FROZEN is
+ *    split (helped) and the operation goes on in ht_next. The new buckets i and i + N are used only
+ *    after SPLIT, so nothing but the copy writes them before. An operation that began in a bucket
+ *    which is frozen under it cannot go wrong: a lookup that misses looks at the flag again after
+ *    its loads (FROZEN is set before the first slot is frozen, so a lookup that read a frozen slot
+ *    sees it) and repeats in the next table; a claim or a CAS on a frozen slot fails, the insert
+ *    routes again, and the log's failed publish restarts from the index (its CAS expects the word
+ *    it found, and a frozen word differs). A confirmed entry with no record yet (tag|0) is dropped
+ *    by the freeze, not copied: its creator's CAS fails and it creates the entry anew in the new
+ *    table. Invariant 1 holds in the new table: one old chain had one entry per tag, and its tags go
+ *    to one of the two halves each.
+ *  - hidx_scan visits a frozen bucket through the two new buckets it splits into, so a scan that
+ *    crosses a growth sees every entry (some twice: cursors below N revisit i + N); cursors stay
+ *    valid, since the table only grows and keeps bucket i's keys in i or i + N.
+ *
+ * Sections: open/close, the overflow allocator, lookups and inserts, growth, scan and clear, stats.
  */
 #include <errno.h>
 #include <sched.h>
@@ -110,9 +145,47 @@ static uint64_t hidx_floor_pow2(uint64_t v)
 	return v ? 1ULL << (63 - __builtin_clzll(v)) : 0;
 }
 
+/* Make t current (open, reshape, a growth's switch). */
+static void hidx_set_cur(hidx *h, hidx_table *t)
+{
+	atomic_store(&h->hx_cur, t);
+	atomic_store(&h->hx_nbuckets, t->ht_mask + 1);
+	atomic_store(&h->hx_ngrown, t->ht_grown);
+}
+
+/* A zeroed main array of 2^bits buckets whose top `grown` bits come from the tag. */
+static hidx_table *hidx_table_new(uint32_t bits, uint32_t grown)
+{
+	hidx_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->ht_mask = (1ULL << bits) - 1;
+	t->ht_base_bits = bits - grown;
+	t->ht_base_mask = (1ULL << t->ht_base_bits) - 1;
+	t->ht_grown = grown;
+	t->ht_grown_mask = (1ULL << grown) - 1;
+	t->ht_bytes = (t->ht_mask + 1) * HIDX_BUCKET_BYTES;
+	t->ht_buckets = hidx_map(t->ht_bytes);
+	if (!t->ht_buckets) {
+		free(t);
+		return NULL;
+	}
+	if (t->ht_bytes >= HIDX_HUGEPAGE_MIN_BYTES)
+		(void)madvise(t->ht_buckets, t->ht_bytes, MADV_HUGEPAGE);   /* a hint; may be off */
+	return t;
+}
+
+static void hidx_table_free(hidx_table *t)
+{
+	if (t) {
+		munmap(t->ht_buckets, t->ht_bytes);
+		free(t);
+	}
+}
+
 int hidx_open(hidx **out, uint64_t size_bytes)
 {
-	int rc = -ENOMEM;
 	hidx *h;
 	uint64_t buckets;
 
@@ -121,25 +194,24 @@ int hidx_open(hidx **out, uint64_t size_bytes)
 	*out = NULL;
 	buckets = SPW_MAX(hidx_floor_pow2(size_bytes / HIDX_BUCKET_BYTES), HIDX_MIN_BUCKETS);
 	/* Bucket bits beyond 48 would overlap the tag and the address space cannot hold that many
-	 * records anyway. */
-	if (buckets > (1ULL << HIDX_TAG_SHIFT))
+	 * records anyway (growth stops there too: HIDX_GROW_MAX tag bits at most). */
+	if (buckets > (1ULL << (HIDX_TAG_SHIFT - HIDX_GROW_MAX)))
 		return -EINVAL;
 
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	h->hx_mask = buckets - 1;
-	h->hx_main_bytes = buckets * HIDX_BUCKET_BYTES;
 	h->hx_ovf_next = 1;
 	if (pthread_mutex_init(&h->hx_ovf_lock, NULL) != 0) {
 		free(h);
 		return -ENOMEM;
 	}
-	h->hx_buckets = hidx_map(h->hx_main_bytes);
-	if (!h->hx_buckets)
+	pthread_mutex_init(&h->hx_grow_one, NULL);
+	pthread_mutex_init(&h->hx_grow_mu, NULL);
+	hidx_table *t = hidx_table_new((uint32_t)__builtin_ctzll(buckets), 0);
+	if (!t)
 		goto fail;
-	if (h->hx_main_bytes >= HIDX_HUGEPAGE_MIN_BYTES)
-		(void)madvise(h->hx_buckets, h->hx_main_bytes, MADV_HUGEPAGE);   /* a hint; may be off */
+	hidx_set_cur(h, t);
 	h->hx_ovf_pages = hidx_map(HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));
 	if (!h->hx_ovf_pages)
 		goto fail;
@@ -147,7 +219,7 @@ int hidx_open(hidx **out, uint64_t size_bytes)
 	return 0;
 fail:
 	hidx_close(h);
-	return rc;
+	return -ENOMEM;
 }
 
 void hidx_close(hidx *h)
@@ -160,9 +232,10 @@ void hidx_close(hidx *h)
 			       HIDX_OVF_PAGE_BYTES);
 		munmap(h->hx_ovf_pages, HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));
 	}
-	if (h->hx_buckets)
-		munmap(h->hx_buckets, h->hx_main_bytes);
+	hidx_table_free(atomic_load(&h->hx_cur));
 	pthread_mutex_destroy(&h->hx_ovf_lock);
+	pthread_mutex_destroy(&h->hx_grow_one);
+	pthread_mutex_destroy(&h->hx_grow_mu);
 	free(h);
 }
 
@@ -251,10 +324,12 @@ out:
  * any reader still walking a chain. */
 void hidx_reset(hidx *h)
 {
+	hidx_table *t = hidx_cur(h);
+
 	/* A private anonymous mapping reads back as zeros after MADV_DONTNEED, and gives the memory back;
 	 * memset is the fallback where the advice is refused. */
-	if (madvise(h->hx_buckets, h->hx_main_bytes, MADV_DONTNEED) != 0)
-		memset(h->hx_buckets, 0, h->hx_main_bytes);
+	if (madvise(t->ht_buckets, t->ht_bytes, MADV_DONTNEED) != 0)
+		memset(t->ht_buckets, 0, t->ht_bytes);
 	pthread_mutex_lock(&h->hx_ovf_lock);
 	for (uint64_t p = 0; p < h->hx_ovf_npages; p++) {
 		munmap(atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed), HIDX_OVF_PAGE_BYTES);
@@ -265,6 +340,22 @@ void hidx_reset(hidx *h)
 	h->hx_ovf_free = 0;
 	h->hx_ovf_free_count = 0;
 	pthread_mutex_unlock(&h->hx_ovf_lock);
+}
+
+int hidx_reshape(hidx *h, uint64_t buckets, uint32_t grown)
+{
+	hidx_table *old = hidx_cur(h), *t;
+
+	if (!buckets || (buckets & (buckets - 1)) || grown > HIDX_GROW_MAX ||
+	    (buckets >> grown) < HIDX_MIN_BUCKETS || buckets > (1ULL << HIDX_TAG_SHIFT))
+		return -EINVAL;
+	if (old->ht_mask + 1 == buckets && old->ht_grown == grown)
+		return 0;
+	if (!(t = hidx_table_new((uint32_t)__builtin_ctzll(buckets), grown)))
+		return -ENOMEM;
+	hidx_set_cur(h, t);
+	hidx_table_free(old);
+	return 0;
 }
 
 /* Make sure tail has a successor: link a fresh bucket unless another thread already did. Either way
@@ -286,25 +377,59 @@ static int hidx_chain_extend(hidx *h, hidx_bucket *tail)
 
 /* ---- lookups and inserts ----------------------------------------------------------------------- */
 
+static void hidx_split(hidx *h, hidx_table *t, uint64_t i);
+
+/* The main bucket of hash in the newest table whose bucket is not frozen (note "Growth"): one
+ * load of a word the caller reads next anyway when no growth runs. */
+static inline hidx_bucket *hidx_route(hidx *h, uint64_t hash, hidx_table **tp)
+{
+	hidx_table *t = hidx_cur(h);
+
+	for (;;) {
+		uint64_t i = hidx_bucket_no(t, hash);
+		hidx_bucket *b = &t->ht_buckets[i];
+
+		if (SPW_LIKELY(!(atomic_load_explicit(&b->hb_overflow, memory_order_acquire) & HIDX_OVF_FROZEN))) {
+			*tp = t;
+			return b;
+		}
+		atomic_fetch_add_explicit(&h->hx_helped, 1, memory_order_relaxed);
+		hidx_split(h, t, i);
+		t = atomic_load_explicit(&t->ht_next, memory_order_acquire);
+	}
+}
+
+static inline bool hidx_frozen(const hidx_bucket *head)
+{
+	return atomic_load_explicit(&((hidx_bucket *)head)->hb_overflow, memory_order_acquire) & HIDX_OVF_FROZEN;
+}
+
 int hidx_entry_find(hidx *h, uint64_t hash, hidx_slot *out /* out */)
 {
 	const uint64_t tag = hidx_tag_of(hash);
-	hidx_bucket *b = hidx_bucket_of(h, hash);
+	hidx_table *t;
 
-	do {
-		for (int i = 0; i < HIDX_BUCKET_ENTRIES; i++) {
-			_Atomic uint64_t *e = &b->hb_entry[i];
-			uint64_t w = atomic_load_explicit(e, memory_order_acquire);
+	for (;;) {
+		hidx_bucket *head = hidx_route(h, hash, &t), *b = head;
 
-			if ((w & (HIDX_TAG_MASK | HIDX_TENTATIVE)) == tag) {
-				out->entry = e;
-				out->word = w;
-				return 0;
+		do {
+			for (int i = 0; i < HIDX_BUCKET_ENTRIES; i++) {
+				_Atomic uint64_t *e = &b->hb_entry[i];
+				uint64_t w = atomic_load_explicit(e, memory_order_acquire);
+
+				/* a frozen word has the tentative bit: never a match */
+				if ((w & (HIDX_TAG_MASK | HIDX_TENTATIVE)) == tag) {
+					out->entry = e;
+					out->word = w;
+					return 0;
+				}
 			}
-		}
-		b = hidx_bucket_next(h, b, memory_order_acquire);
-	} while (b);
-	return -ENOENT;
+			b = hidx_bucket_next(h, b, memory_order_acquire);
+		} while (b);
+		/* A miss is a miss only if no slot was frozen under the walk (note "Growth"). */
+		if (SPW_LIKELY(!hidx_frozen(head)))
+			return -ENOENT;
+	}
 }
 
 /* Is there a word with our tag, tentative or not, anywhere in the chain other than at mine?
@@ -345,13 +470,15 @@ static void hidx_backoff(unsigned *attempt, uint64_t *rng)
 int hidx_entry_find_or_create(hidx *h, uint64_t hash, hidx_slot *out /* out */)
 {
 	const uint64_t tag = hidx_tag_of(hash);
-	hidx_bucket *const head = hidx_bucket_of(h, hash);
 	unsigned attempt = 0;
 	/* Backoff jitter: the stack address differs between threads, which breaks their symmetry. */
 	uint64_t rng = (hash ^ (uintptr_t)&attempt) | 1;
 
 	for (;;) {
 		_Atomic uint64_t *slot = NULL;
+		hidx_table *t;
+		/* Routed afresh on every attempt: a claim that failed may have met a freeze. */
+		hidx_bucket *const head = hidx_route(h, hash, &t);
 		hidx_bucket *b = head, *tail;
 		bool pending_twin = false;
 		uint64_t expect = 0;
@@ -378,6 +505,8 @@ int hidx_entry_find_or_create(hidx *h, uint64_t hash, hidx_slot *out /* out */)
 			b = hidx_bucket_next(h, b, memory_order_acquire);
 		} while (b);
 
+		if (hidx_frozen(head))
+			continue;   /* the chain is being split: go on in the next table */
 		if (pending_twin) {
 			hidx_backoff(&attempt, &rng);
 			continue;
@@ -417,24 +546,175 @@ bool hidx_slot_cas(hidx_slot *s, uint64_t new_addr)
 	return false;   /* s->word now holds what the entry holds */
 }
 
+uint64_t hidx_buckets(hidx *h)
+{
+	return atomic_load_explicit(&h->hx_nbuckets, memory_order_relaxed);
+}
+
 void hidx_prefetch(hidx *h, uint64_t hash)
 {
-	__builtin_prefetch(hidx_bucket_of(h, hash), 0, 3);
+	hidx_table *t = hidx_cur(h);
+
+	__builtin_prefetch(&t->ht_buckets[hidx_bucket_no(t, hash)], 0, 3);
+}
+
+/* ---- growth (note "Growth") -------------------------------------------------------------------- */
+
+/* Freeze one slot: after it, the word never changes. Returns the frozen word. */
+static uint64_t hidx_freeze_slot(_Atomic uint64_t *e)
+{
+	unsigned spins = 0;
+
+	for (;;) {
+		uint64_t w = atomic_load(e);
+
+		if (w & HIDX_TENTATIVE) {
+			if (w & HIDX_ADDR_MASK)
+				return w;   /* frozen already (an entry, or HIDX_MOVED) */
+			/* a claim in progress: its owner confirms or backs out in a few steps */
+			if (++spins > 64)
+				sched_yield();
+			else
+				hidx_cpu_relax();
+			continue;
+		}
+		uint64_t f = (w & HIDX_ADDR_MASK) ? w | HIDX_TENTATIVE : HIDX_MOVED;
+		if (atomic_compare_exchange_strong(e, &w, f))
+			return f;
+	}
+}
+
+/* Put entry word w at position *pos of the chain that starts at *b (a bucket of the next table that
+ * only the split of its old bucket writes), linking buckets as needed. Every helper places the same
+ * words at the same positions, so a CAS that fails found the value there already. 0 or -ENOMEM. */
+static int hidx_place(hidx *h, hidx_bucket **b, unsigned *pos, uint64_t w)
+{
+	if (*pos == HIDX_BUCKET_ENTRIES) {
+		int rc = hidx_chain_extend(h, *b);
+
+		if (rc)
+			return rc;
+		*b = hidx_bucket_next(h, *b, memory_order_acquire);
+		*pos = 0;
+	}
+	uint64_t expect = 0;
+	(void)atomic_compare_exchange_strong(&(*b)->hb_entry[*pos], &expect, w);
+	++*pos;
+	return 0;
+}
+
+/* Split bucket i of t into buckets i and i + N of t's next table. Any thread may run it, at once
+ * with others: the result is the same. An allocation failure (no overflow bucket for a chain longer
+ * than 7 in one half) cannot be handed back to a reader in the middle of a lookup, so it is retried:
+ * the other half's chain is no longer than the old one, which held the entries before. */
+static void hidx_split(hidx *h, hidx_table *t, uint64_t i)
+{
+	hidx_bucket *head = &t->ht_buckets[i];
+	hidx_table *n = atomic_load_explicit(&t->ht_next, memory_order_acquire);
+
+	if (atomic_load_explicit(&head->hb_overflow, memory_order_acquire) & HIDX_OVF_SPLIT)
+		return;
+	/* Counted before SPLIT is looked at again (seq_cst both): the grower waits for the count to
+	 * drop to 0 after the last SPLIT, so a helper that comes later sees SPLIT and writes nothing. */
+	atomic_fetch_add(&h->hx_helpers, 1);
+	if (atomic_load(&head->hb_overflow) & HIDX_OVF_SPLIT) {
+		atomic_fetch_sub(&h->hx_helpers, 1);
+		return;
+	}
+	atomic_fetch_or(&head->hb_overflow, HIDX_OVF_FROZEN);
+	for (hidx_bucket *b = head; b;) {
+		for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++)
+			(void)hidx_freeze_slot(&b->hb_entry[j]);
+		uint64_t link = b == head ? atomic_load(&b->hb_overflow) : atomic_fetch_or(&b->hb_overflow, HIDX_OVF_FROZEN);
+		link &= HIDX_OVF_IDX_MASK;
+		b = link ? hidx_overflow_at(h, link) : NULL;
+	}
+	for (;;) {
+		hidx_bucket *dst[2] = { &n->ht_buckets[i], &n->ht_buckets[i + t->ht_mask + 1] };
+		unsigned pos[2] = { 0, 0 };
+		int rc = 0;
+
+		for (hidx_bucket *b = head; b && !rc; b = hidx_bucket_next(h, b, memory_order_acquire)) {
+			for (int j = 0; j < HIDX_BUCKET_ENTRIES && !rc; j++) {
+				uint64_t w = atomic_load_explicit(&b->hb_entry[j], memory_order_acquire);
+
+				if (!(w & HIDX_TAG_MASK))
+					continue;   /* HIDX_MOVED */
+				unsigned half = (unsigned)(w >> (HIDX_TAG_SHIFT + t->ht_grown)) & 1;
+				rc = hidx_place(h, &dst[half], &pos[half], w & ~HIDX_TENTATIVE);
+			}
+		}
+		if (!rc)
+			break;
+		sched_yield();
+	}
+	atomic_fetch_or(&head->hb_overflow, HIDX_OVF_SPLIT);
+	atomic_fetch_sub(&h->hx_helpers, 1);
+}
+
+/* The old table's overflow buckets go back to the allocator, zeroed (invariant 4), once no thread
+ * can walk its chains. */
+static void hidx_table_retire(hidx *h, hidx_table *t)
+{
+	for (uint64_t i = 0; i <= t->ht_mask; i++) {
+		uint64_t link = atomic_load(&t->ht_buckets[i].hb_overflow) & HIDX_OVF_IDX_MASK;
+
+		while (link) {
+			hidx_bucket *b = hidx_overflow_at(h, link);
+			uint64_t next = atomic_load(&b->hb_overflow) & HIDX_OVF_IDX_MASK;
+
+			memset((void *)b, 0, sizeof(*b));
+			hidx_overflow_free(h, link);
+			link = next;
+		}
+	}
+	hidx_table_free(t);
+}
+
+int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&h->hx_grow_one);
+	hidx_table *t = hidx_cur(h), *n = NULL;
+	int rc = -ENOSPC;
+
+	if (t->ht_grown >= HIDX_GROW_MAX)
+		goto out;
+	rc = -ENOMEM;
+	if (!(n = hidx_table_new(t->ht_base_bits + t->ht_grown + 1, t->ht_grown + 1)))
+		goto out;
+	atomic_store(&h->hx_old_bytes, t->ht_bytes);
+	pthread_mutex_lock(&h->hx_grow_mu);
+	atomic_store(&t->ht_next, n);   /* before the first FROZEN: whoever sees one finds n */
+	for (uint64_t i = 0; i <= t->ht_mask; i++)
+		hidx_split(h, t, i);
+	hidx_set_cur(h, n);
+	/* A helper still copying could otherwise write a value into a slot of n that a clear freed
+	 * meanwhile. Helpers wait on nothing but a tentative claim or the allocator: a short wait. */
+	for (unsigned spins = 0; atomic_load(&h->hx_helpers) != 0;)
+		if (++spins > 64)
+			sched_yield();
+	pthread_mutex_unlock(&h->hx_grow_mu);
+	/* Threads that loaded t before the switch still walk it (and find SPLIT, so go to n). */
+	if (quiesce)
+		quiesce(ctx);
+	hidx_table_retire(h, t);
+	atomic_store(&h->hx_old_bytes, 0);
+	atomic_fetch_add(&h->hx_grows, 1);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&h->hx_grow_one);
+	return rc;
 }
 
 /* ---- scan and clear ---------------------------------------------------------------------------- */
 
-uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx)
+/* Bucket i of t and its chain; a frozen one through the two buckets it splits into. */
+static void hidx_scan_bucket(hidx *h, hidx_table *t, uint64_t i, hidx_visit_fn fn, void *ctx)
 {
-	const uint64_t buckets = h->hx_mask + 1;
-	uint64_t end;
+	hidx_bucket *head = &t->ht_buckets[i];
 
-	if (cursor >= buckets)
-		return 0;
-	/* count 0 still makes progress, so a caller's loop always ends */
-	end = count >= buckets - cursor ? buckets : cursor + SPW_MAX(count, 1);
-	for (uint64_t i = cursor; i < end; i++) {
-		hidx_bucket *b = &h->hx_buckets[i];
+	if (!hidx_frozen(head)) {
+		hidx_bucket *b = head;
 
 		do {
 			for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++) {
@@ -445,17 +725,41 @@ uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, v
 			}
 			b = hidx_bucket_next(h, b, memory_order_acquire);
 		} while (b);
+		if (SPW_LIKELY(!hidx_frozen(head)))
+			return;
+		/* frozen under the walk: the entries it skipped are in the next table (some twice) */
 	}
+	hidx_split(h, t, i);
+	hidx_table *n = atomic_load_explicit(&t->ht_next, memory_order_acquire);
+	hidx_scan_bucket(h, n, i, fn, ctx);
+	hidx_scan_bucket(h, n, i + t->ht_mask + 1, fn, ctx);
+}
+
+uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx)
+{
+	hidx_table *t = hidx_cur(h);
+	const uint64_t buckets = t->ht_mask + 1;
+	uint64_t end;
+
+	if (cursor >= buckets)
+		return 0;
+	/* count 0 still makes progress, so a caller's loop always ends */
+	end = count >= buckets - cursor ? buckets : cursor + SPW_MAX(count, 1);
+	for (uint64_t i = cursor; i < end; i++)
+		hidx_scan_bucket(h, t, i, fn, ctx);
 	return end < buckets ? end : 0;
 }
 
-/* Overflow buckets stay linked (invariant 3); only their entries become free. */
+/* Overflow buckets stay linked (invariant 3); only their entries become free. Off a growth's
+ * split (hx_grow_mu): a freed slot that the split had copied would come back in the next table. */
 void hidx_clear_below(hidx *h, uint64_t addr)
 {
-	const uint64_t buckets = h->hx_mask + 1;
+	pthread_mutex_lock(&h->hx_grow_mu);
+	hidx_table *t = hidx_cur(h);
+	const uint64_t buckets = t->ht_mask + 1;
 
 	for (uint64_t i = 0; i < buckets; i++) {
-		hidx_bucket *b = &h->hx_buckets[i];
+		hidx_bucket *b = &t->ht_buckets[i];
 
 		do {
 			for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++) {
@@ -471,14 +775,19 @@ void hidx_clear_below(hidx *h, uint64_t addr)
 			b = hidx_bucket_next(h, b, memory_order_acquire);
 		} while (b);
 	}
+	pthread_mutex_unlock(&h->hx_grow_mu);
 }
 
 /* ---- stats ------------------------------------------------------------------------------------- */
 
 void hidx_stats_get(hidx *h, hidx_stats *out /* out */)
 {
-	out->buckets = h->hx_mask + 1;
-	out->memory_bytes = h->hx_main_bytes;
+	out->buckets = atomic_load(&h->hx_nbuckets);
+	out->grown = atomic_load(&h->hx_ngrown);
+	out->can_grow = out->grown < HIDX_GROW_MAX;
+	out->grows = atomic_load(&h->hx_grows);
+	out->helped_splits = atomic_load(&h->hx_helped);
+	out->memory_bytes = out->buckets * HIDX_BUCKET_BYTES + atomic_load(&h->hx_old_bytes);
 	pthread_mutex_lock(&h->hx_ovf_lock);
 	/* linked buckets only: those waiting on the free list were never published */
 	out->overflow_buckets = h->hx_ovf_next - 1 - h->hx_ovf_free_count;

@@ -14,6 +14,9 @@
  * The index knows nothing of records or keys: it maps (bucket, tag) to an address. Publishing a new
  * record is one CAS of the entry (hidx_slot_cas). Entries are never removed while the server runs,
  * except by hidx_clear_below() (FLUSHALL, truncation), which is safe against concurrent CAS.
+ *
+ * The main array doubles online (hidx_grow) while other threads go on reading and publishing: the
+ * size given to hidx_open is where it starts.
  */
 #ifndef SPW_HIDX_H
 #define SPW_HIDX_H
@@ -31,6 +34,9 @@
 #define HIDX_TENTATIVE (1ULL << 63)
 #define HIDX_BUCKET_BYTES 64
 #define HIDX_BUCKET_ENTRIES 7
+/* At most this many doublings (hidx_grow): each takes one more tag bit into the bucket number
+ * (hidx.c note "Growth"), so that 15 - HIDX_GROW_MAX bits still tell entries of one bucket apart. */
+#define HIDX_GROW_MAX 6u
 
 typedef struct hidx hidx;
 
@@ -46,6 +52,9 @@ static inline uint64_t hidx_slot_addr(const hidx_slot *s) { return s->word & HID
 /* size_bytes / 64 rounded down to a power of two (at least 64 buckets). 0 or -ENOMEM/-EINVAL. */
 int hidx_open(hidx **out, uint64_t size_bytes);
 void hidx_close(hidx *h);
+
+/* Main buckets now (they double as the index grows). */
+uint64_t hidx_buckets(hidx *h);
 
 /* Find the confirmed entry for hash's (bucket, tag). 0 and *out, or -ENOENT. */
 int hidx_entry_find(hidx *h, uint64_t hash, hidx_slot *out /* out */);
@@ -65,10 +74,20 @@ uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, v
 /* Free every entry whose address is below addr (CAS, so concurrent publishers win). */
 void hidx_clear_below(hidx *h, uint64_t addr);
 
+/* Double the main array while other threads use the index (hidx.c note "Growth"). quiesce(ctx)
+ * must return once every thread that was inside an index call when it was called has left it (the
+ * log passes an epoch barrier); it is called without any index lock held. 0, -ENOSPC (already
+ * HIDX_GROW_MAX doublings), -ENOMEM. One growth at a time; callers may race (the second waits). */
+int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx);
+
 typedef struct hidx_stats {
 	uint64_t buckets;            /* main array */
+	uint32_t grown;              /* doublings in its geometry (also those of a loaded image) */
+	bool can_grow;               /* grown < the most doublings an index can take */
+	uint64_t grows;              /* doublings done since open */
+	uint64_t helped_splits;      /* frozen buckets that lookups and inserts met and split */
 	uint64_t overflow_buckets;   /* allocated overflow buckets */
-	uint64_t memory_bytes;       /* main array */
+	uint64_t memory_bytes;       /* main array (and during a growth the one being split) */
 	uint64_t overflow_bytes;     /* overflow pages */
 } hidx_stats;
 void hidx_stats_get(hidx *h, hidx_stats *out /* out */);
@@ -78,9 +97,9 @@ void hidx_stats_get(hidx *h, hidx_stats *out /* out */);
  * overflow buckets in use through zstd into fd (at its current offset), reading every word with an
  * atomic load while other threads go on publishing: the image is fuzzy (an entry may be older or
  * newer than another), which the log's recovery repairs. Tentative entries are written as free.
- * hidx_image_load reads such an image into h, which must be freshly opened (no entry used) with the
- * same number of main buckets; it checks the format and the geometry first, decompresses into h,
- * checks the checksums and the chains, and on any failure resets h to empty (as opened). Both return 0 or -errno (-EINVAL: not an image, or a geometry mismatch; SPW_E_CORRUPT
+ * hidx_image_load reads such an image into h, which must be freshly opened (no entry used); h takes
+ * the image's geometry (its main buckets and doublings); it checks the format first, decompresses into h,
+ * checks the checksums and the chains, and on any failure resets h to empty (as opened). Both return 0 or -errno (-EINVAL: not an image, or a geometry no index can have; SPW_E_CORRUPT
  * from common/spw.h: a checksum or a length is wrong), with why filled on failure.
  *
  * Format: a header (magic "SPWIDX01", version, main buckets, overflow buckets, uncompressed bytes),

@@ -6,7 +6,8 @@
  *   header, 40 bytes
  *      0  magic "SPWIDX01"
  *      8  u32 version (1)
- *     12  u32 reserved (0)
+ *     12  u32 doublings: the top bits of a bucket number that come from the tag (hidx.c note
+ *         "Growth"; 0 in an image of an index that never grew, and in images before growth)
  *     16  u64 main buckets B
  *     24  u64 overflow buckets N (1-based indices 1..N)
  *     32  u64 uncompressed bytes, always (B + N) * 64
@@ -46,12 +47,16 @@
  *   (linked after pass 1 went by): that target is written as zeros and has no other parent, so the
  *   link stays. Either way only entries created during the save are lost (invariant 4).
  *
+ * The save holds hx_grow_mu: no growth splits buckets under it (hidx_grow waits for it to end).
+ *
  * HOW THE LOAD TREATS h
  *   It decompresses straight into h (main array, then overflow pages it maps through
  *   hidx_overflow_reserve), then checks the trailer's checksums, the length and invariants 1-2, and
  *   restores 5; on any failure it returns h to empty (hidx_reset), so the caller can treat h as never
- *   touched. A header that does not match h is still read to the end (into a scratch buffer), so that
- *   a damaged header is told apart from a real geometry mismatch.
+ *   touched. The image's geometry wins: a fresh h of another size is reshaped to it first
+ *   (hidx_reshape), so a restart with another --index keeps the image. A header whose geometry is
+ *   impossible is still read to the end (into a scratch buffer), so that a damaged header is told
+ *   apart from a wrong one.
  *
  * Sections: byte order and helpers, save, load, raise.
  */
@@ -73,6 +78,8 @@
 #define HIDX_IMAGE_HEADER_BYTES 40
 #define HIDX_IMAGE_TRAILER_BYTES 16
 /* Buckets copied per compression call: 1 MiB of words. */
+/* A header naming more main buckets than this (4 TiB) is taken as damaged, not mapped. */
+#define HIDX_IMAGE_MAX_BUCKETS (1ULL << 36)
 #define HIDX_IMAGE_CHUNK_BUCKETS ((1u << 20) / HIDX_BUCKET_BYTES)
 
 /* ---- byte order and helpers -------------------------------------------------------------------- */
@@ -138,7 +145,7 @@ static ssize_t read_full(int fd, void *buf, size_t len)
 	return (ssize_t)got;
 }
 
-static uint64_t bucket_count(const hidx *h) { return h->hx_mask + 1; }
+static uint64_t bucket_count(const hidx *h) { return hidx_cur(h)->ht_mask + 1; }
 
 /* ---- save -------------------------------------------------------------------------------------- */
 
@@ -210,9 +217,11 @@ static uint64_t copy_bucket(hidx_bucket *dst, hidx_bucket *src, uint64_t novf)
 	return link;
 }
 
-int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why, size_t whylen)
+static int image_save_locked(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why,
+			     size_t whylen)
 {
-	const uint64_t buckets = bucket_count(h);
+	hidx_table *t = hidx_cur(h);
+	const uint64_t buckets = t->ht_mask + 1;
 	unsigned char hdr[HIDX_IMAGE_HEADER_BYTES], trl[HIDX_IMAGE_TRAILER_BYTES];
 	image_writer w = { .fd = fd, .why = why, .whylen = whylen };
 	hidx_bucket *chunk = NULL;
@@ -250,7 +259,7 @@ int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char 
 
 	memcpy(hdr, HIDX_IMAGE_MAGIC, 8);
 	put_u32(hdr + 8, HIDX_IMAGE_VERSION);
-	put_u32(hdr + 12, 0);
+	put_u32(hdr + 12, t->ht_grown);
 	put_u64(hdr + 16, buckets);
 	put_u64(hdr + 24, novf);
 	put_u64(hdr + 32, raw);
@@ -262,7 +271,7 @@ int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char 
 		uint64_t n = SPW_MIN(buckets - i, (uint64_t)HIDX_IMAGE_CHUNK_BUCKETS);
 
 		for (uint64_t k = 0; k < n; k++) {
-			uint64_t idx = copy_bucket(&chunk[k], &h->hx_buckets[i + k], novf);
+			uint64_t idx = copy_bucket(&chunk[k], &t->ht_buckets[i + k], novf);
 
 			/* Chains share no bucket (hidx.c invariant 3), so a marked index ends the walk
 			 * only if something is badly wrong; it keeps the walk finite regardless. */
@@ -371,7 +380,7 @@ static int image_check_chains(hidx *h, uint64_t novf, char *why, size_t whylen)
 	if (!seen)
 		return image_fail(why, whylen, -ENOMEM, "index image: out of memory");
 	for (uint64_t i = 0; i < buckets && !rc; i++) {
-		hidx_bucket *b = &h->hx_buckets[i];
+		hidx_bucket *b = &hidx_cur(h)->ht_buckets[i];
 		uint64_t idx = 0;
 		size_t n = 0;
 
@@ -483,6 +492,19 @@ static int load_header(image_load *L)
 	L->hbuckets = get_u64(L->hdr + 16);
 	L->novf = get_u64(L->hdr + 24);
 	L->raw = get_u64(L->hdr + 32);
+	uint32_t grown = get_u32(L->hdr + 12);
+	/* The image's geometry wins over h's (a restart with another --index). One that no index can
+	 * have, or a length that does not add up, is left to the checks after the frame. */
+	if (L->novf <= HIDX_OVF_MAX_BUCKETS && L->hbuckets <= HIDX_IMAGE_MAX_BUCKETS &&
+	    L->raw == (L->hbuckets + L->novf) * HIDX_BUCKET_BYTES &&
+	    (L->hbuckets != L->buckets || grown != hidx_cur(L->h)->ht_grown)) {
+		int rc = hidx_reshape(L->h, L->hbuckets, grown);
+		if (rc == -ENOMEM)
+			return image_fail(L->why, L->whylen, rc, "index image: no memory for %llu main buckets",
+					  (unsigned long long)L->hbuckets);
+		if (rc == 0)
+			L->buckets = L->hbuckets;
+	}
 	L->fits = L->hbuckets == L->buckets && L->novf <= HIDX_OVF_MAX_BUCKETS &&
 		  L->raw == (L->buckets + L->novf) * HIDX_BUCKET_BYTES;
 	if (!L->fits) {
@@ -498,8 +520,8 @@ static int load_header(image_load *L)
 				  (unsigned long long)L->novf, strerror(-rc));
 	L->sink.h = L->h;
 	L->sink.novf = L->novf;
-	L->sink.dst = (char *)L->h->hx_buckets;
-	L->sink.len = L->h->hx_main_bytes;
+	L->sink.dst = (char *)hidx_cur(L->h)->ht_buckets;
+	L->sink.len = hidx_cur(L->h)->ht_bytes;
 	return 0;
 }
 
@@ -587,6 +609,14 @@ static int load_verify(image_load *L)
 				  (unsigned long long)L->raw, (unsigned long long)L->hbuckets,
 				  (unsigned long long)L->novf, (unsigned long long)L->sink.total);
 	return image_check_chains(L->h, L->novf, L->why, L->whylen);
+}
+
+int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why, size_t whylen)
+{
+	pthread_mutex_lock(&h->hx_grow_mu);
+	int rc = image_save_locked(h, fd, zstd_level, out, why, whylen);
+	pthread_mutex_unlock(&h->hx_grow_mu);
+	return rc;
 }
 
 int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t whylen)

@@ -26,7 +26,8 @@
  * otherwise costs a TLB miss on top of the cache miss. */
 #define HIDX_HUGEPAGE_MIN_BYTES (2ULL << 20)
 
-/* One cache line: 7 entry words, then the 1-based index of the next overflow bucket (0 = none). */
+/* One cache line: 7 entry words, then the overflow word: the 1-based index of the next overflow
+ * bucket (0 = none) in its low bits, and during a growth (hidx.c note "Growth") two flags. */
 typedef struct hidx_bucket {
 	_Atomic uint64_t hb_entry[HIDX_BUCKET_ENTRIES];
 	_Atomic uint64_t hb_overflow;
@@ -34,10 +35,40 @@ typedef struct hidx_bucket {
 
 _Static_assert(sizeof(hidx_bucket) == HIDX_BUCKET_BYTES, "a bucket is one cache line");
 
+#define HIDX_OVF_IDX_MASK ((1ULL << 48) - 1)
+#define HIDX_OVF_FROZEN (1ULL << 63)   /* the chain is being split: no slot or link may change */
+#define HIDX_OVF_SPLIT (1ULL << 62)    /* (a main bucket) its entries are in the next table */
+/* A frozen free slot (or one that held a just-created entry with no record): tentative bit, tag 0.
+ * A frozen entry is its word with the tentative bit added (its address is never 0). */
+#define HIDX_MOVED (HIDX_TENTATIVE | 1ULL)
+
+/* One main array. The bucket number of a hash is its low base_bits bits, then the low `grown` bits
+ * of its tag: a doubling splits bucket i into i and i + buckets by the next tag bit, which every
+ * entry carries, so a split needs no key. */
+typedef struct hidx_table {
+	hidx_bucket *ht_buckets;           /* mmap'd, HIDX_BUCKET_BYTES aligned */
+	uint64_t ht_mask;                  /* buckets - 1 */
+	uint64_t ht_base_mask;             /* (1 << base_bits) - 1 */
+	uint64_t ht_grown_mask;            /* (1 << grown) - 1 */
+	uint32_t ht_base_bits, ht_grown;
+	uint64_t ht_bytes;                 /* mapping length of ht_buckets */
+	_Atomic(struct hidx_table *) ht_next;  /* the table this one is being split into */
+} hidx_table;
+
 struct hidx {
-	hidx_bucket *hx_buckets;           /* main array, mmap'd, HIDX_BUCKET_BYTES aligned */
-	uint64_t hx_mask;                  /* buckets - 1 */
-	uint64_t hx_main_bytes;            /* mapping length of hx_buckets */
+	_Atomic(hidx_table *) hx_cur;      /* the table new operations start from */
+	/* Growth: hx_grow_one makes growths one at a time (held across the whole of hidx_grow);
+	 * hx_grow_mu keeps hidx_clear_below and image saves off a table being split (held from the
+	 * first split to the switch, never across a wait for other threads). */
+	pthread_mutex_t hx_grow_one, hx_grow_mu;
+	_Atomic uint64_t hx_old_bytes;     /* a table split and not yet unmapped (stats) */
+	/* hx_cur's geometry, for readers outside any epoch (INFO, SCAN's cursor checks): they must
+	 * not dereference a table that a growth may be unmapping. */
+	_Atomic uint64_t hx_nbuckets;
+	_Atomic uint32_t hx_ngrown;
+	_Atomic uint64_t hx_grows;         /* doublings done */
+	_Atomic uint64_t hx_helped;        /* frozen buckets met (and split) by an index call */
+	_Atomic uint64_t hx_helpers;       /* threads in hidx_split's copy (hidx.c note "Growth") */
 
 	/* Overflow allocator. Page pointers are written once, under hx_ovf_lock, before any index into
 	 * the page is published; readers reach a page only through a published overflow word. */
@@ -49,6 +80,11 @@ struct hidx {
 	uint64_t hx_ovf_npages;            /* pages mapped so far (lock) */
 };
 
+static inline hidx_table *hidx_cur(const hidx *h)
+{
+	return atomic_load_explicit(&((hidx *)h)->hx_cur, memory_order_acquire);
+}
+
 /* The tag of a hash, in place (bits 48-62). Tag 0 is folded into tag 1: a confirmed entry with tag 0
  * and address 0 would be the word 0, which means "free slot". Keys sharing a tag already share an
  * entry (the log compares keys along the chain), so folding costs only a rare extra comparison. */
@@ -58,9 +94,10 @@ static inline uint64_t hidx_tag_of(uint64_t hash)
 	return tag ? tag : (1ULL << HIDX_TAG_SHIFT);
 }
 
-static inline hidx_bucket *hidx_bucket_of(const hidx *h, uint64_t hash)
+static inline uint64_t hidx_bucket_no(const hidx_table *t, uint64_t hash)
 {
-	return &h->hx_buckets[hash & h->hx_mask];
+	uint64_t tagbits = (hidx_tag_of(hash) >> HIDX_TAG_SHIFT) & t->ht_grown_mask;
+	return (hash & t->ht_base_mask) | (tagbits << t->ht_base_bits);
 }
 
 /* The overflow bucket with 1-based index idx (idx must have been published or just allocated).
@@ -77,7 +114,7 @@ static inline hidx_bucket *hidx_overflow_at(const hidx *h, uint64_t idx)
 /* The next bucket of a chain, or NULL. */
 static inline hidx_bucket *hidx_bucket_next(const hidx *h, hidx_bucket *b, memory_order mo)
 {
-	uint64_t idx = atomic_load_explicit(&b->hb_overflow, mo);
+	uint64_t idx = atomic_load_explicit(&b->hb_overflow, mo) & HIDX_OVF_IDX_MASK;
 	return idx ? hidx_overflow_at(h, idx) : NULL;
 }
 
@@ -85,9 +122,12 @@ static inline hidx_bucket *hidx_bucket_next(const hidx *h, hidx_bucket *b, memor
  * so that overflow buckets 1..n exist and counts them as handed out (hx_ovf_next = n + 1); h's
  * allocator must be untouched. 0, -EINVAL (allocator used, or n too large) or -ENOMEM.
  * hidx_overflow_free puts an all-zero, unlinked bucket on the free list (any thread; takes the lock).
- * hidx_reset returns h to its state at hidx_open: main array zero, overflow pages unmapped. */
+ * hidx_reset returns h to its state at hidx_open: main array zero, overflow pages unmapped.
+ * hidx_reshape gives a fresh h (no entry used) a main array of `buckets` buckets of which the top
+ * `grown` bits come from the tag, as an image saved after growths has: 0, -EINVAL or -ENOMEM. */
 int hidx_overflow_reserve(hidx *h, uint64_t n);
 void hidx_overflow_free(hidx *h, uint64_t idx);
 void hidx_reset(hidx *h);
+int hidx_reshape(hidx *h, uint64_t buckets, uint32_t grown);
 
 #endif

@@ -199,13 +199,14 @@ uint64_t hlog_expire_step(hlog_session *s, uint64_t cursor, uint64_t max_buckets
 	w.heap = false;
 	w.err = 0;
 	uint64_t removed0 = atomic_load_explicit(&s->expired_keys, memory_order_relaxed);
-	uint64_t next = cursor < l->buckets ? cursor : 0;
+	uint64_t buckets = hidx_buckets(l->idx);   /* a growth meanwhile keeps cursors valid (hidx.c) */
+	uint64_t next = cursor < buckets ? cursor : 0;
 	for (uint64_t done = 0; done < max_buckets; ) {
 		uint64_t n = SPW_MIN((uint64_t)EXPIRE_CHUNK, max_buckets - done);
 		uint64_t from = next;
 		w.begin = load_acq(&l->begin);
 		next = hidx_scan(l->idx, from, n, expire_visit, &w);
-		uint64_t walked = (next ? next : l->buckets) - from;
+		uint64_t walked = (next ? next : SPW_MAX(buckets, from)) - from;
 		st->buckets += walked;
 		done += walked;
 		expire_remove(&w);

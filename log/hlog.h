@@ -48,7 +48,11 @@ enum {
 typedef struct hlog_config {
 	uint64_t memory_bytes;    /* --memory: in-memory log region */
 	uint64_t page_bytes;      /* --page: power of two */
-	uint64_t index_bytes;     /* --index */
+	uint64_t index_bytes;     /* --index: where the index starts */
+	uint64_t index_max_bytes; /* --index-max-size: the main array doubles up to this (at most
+	                           * HIDX_GROW_MAX times); 0 or index_bytes = it never grows */
+	int index_resize_pct;     /* --index-resize-threshold: it doubles once its overflow buckets pass
+	                           * this percent of its main buckets (0 = 25) */
 	int mutable_percent;      /* --mutable-percent, 0..100 */
 	int max_sessions;         /* threads that may open sessions */
 	/* Storage tier (NULL dev = memory only, as before). The log does not own the device. */
@@ -313,6 +317,13 @@ typedef struct hlog_info {
 	HLOG_COUNTERS(HLOG_CTR_FIELD)   /* all 0 without a device but the first six */
 } hlog_info;
 void hlog_info_get(hlog *l, hlog_info *out /* out */);
+
+/* Online index growth (store.c note 2). due: the overflow buckets passed hlog_config's threshold and
+ * a doubled index stays within index_max_bytes. step: doubles it when due, on the caller's thread,
+ * while other sessions go on; s is the caller's session, unprotected (NULL only when no other
+ * thread uses the store: recovery). 1 (it doubled), 0 (not due) or -ENOMEM. */
+bool hlog_index_grow_due(hlog *l);
+int hlog_index_grow_step(hlog *l, hlog_session *s);
 
 /* Largest key + value the log can store in one record: a record may span pages, so this is bounded
  * by the memory region (less a page) and by 1 GiB, not by the page size. */

@@ -145,6 +145,8 @@ struct hlog {
 	/* Read-only after hlog_open. */
 	hidx *idx;
 	epoch *ep;
+	uint64_t index_max;                /* hlog_config.index_max_bytes (store.c, index growth) */
+	int index_pct;                     /* hlog_config.index_resize_pct, 0 made 25 */
 	uint8_t *mem;                      /* 2 * mem_bytes: the frames, mapped twice back to back */
 	uint64_t mem_bytes;                /* frame_slots * page_bytes */
 	int mem_fd;                        /* the memfd behind both mappings */
@@ -158,7 +160,6 @@ struct hlog {
 	uint64_t mutable_pages;
 	uint64_t page_limit;               /* first page number past the 48-bit address space */
 	uint64_t max_rec;                  /* largest record (alloc.c note 5) */
-	uint64_t buckets;                  /* index main buckets (scan cursor end) */
 	hlog_session *sessions;
 	int max_sessions;
 	/* Storage tier (NULL dev: memory only). */

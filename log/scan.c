@@ -357,7 +357,7 @@ int hlog_scan_error(hlog_session *s)
 
 uint64_t hlog_scan_cursor_end(hlog *l)
 {
-	return l->buckets;
+	return hidx_buckets(l->idx);
 }
 
 void scan_session_free(hlog_session *s)

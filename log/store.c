@@ -18,6 +18,12 @@
  *     run there (inside hlog_session_poll, or dev_wait during a scan). Shared state touched by
  *     completions is atomics only: flush_left/flush_done/span per slot, markers, the error. Ready
  *     callbacks run only at the end of hlog_session_poll, never inside an operation.
+ *
+ *  2. Index growth. The index starts at --index and doubles (index/hidx.c note "Growth") once its
+ *     overflow buckets pass index_pct percent of its main buckets, up to index_max. The growth runs
+ *     on the caller's thread (the server's compactor), which waits one epoch (ckpt_epoch_barrier)
+ *     before the old main array goes: every index call runs inside an operation, so inside the
+ *     epoch. Recovery calls it between the pages it replays, with no other thread about.
  */
 
 #include "log/hlog.h"
@@ -30,6 +36,7 @@
 
 #include "device/device.h"
 #include "log/alloc_int.h"
+#include "log/ckpt_int.h"
 #include "log/epoch_int.h"
 #include "log/hlog_int.h"
 #include "log/pending_int.h"
@@ -42,6 +49,8 @@
 #define LOG_MAX_RECORD (1ULL << 30)  /* u32 lengths, one device request; Redis's bulk limit is 512 MB */
 #define LOG_TIER_MIN_PAGES 4         /* with a device: room to write, evict and allocate at once */
 #define LOG_IO_DEFAULT 128           /* --initial-io-record-size default (Garnet's) */
+#define LOG_INDEX_RESIZE_PCT 25      /* overflow buckets per main bucket, in percent, that double the
+                                        index: about 6 entries per bucket on average (Garnet: 50) */
 
 /* ---------------- open and close ---------------- */
 
@@ -90,6 +99,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	l->mem_bytes = l->frame_slots * l->page_bytes;
 	l->window_mask = l->mem_bytes - 1;
 	l->dev = cfg->dev;
+	l->index_max = cfg->index_max_bytes;
+	l->index_pct = cfg->index_resize_pct > 0 ? cfg->index_resize_pct : LOG_INDEX_RESIZE_PCT;
 	if (l->dev) {
 		dev *d = l->dev;
 		uint64_t segs = SPW_MAX(1u, SPW_MIN(8u, d->queue_depth));
@@ -111,9 +122,6 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		goto fail;
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
 		goto fail;
-	hidx_stats st;
-	hidx_stats_get(l->idx, &st);
-	l->buckets = st.buckets;
 	if ((rc = epoch_open(&l->ep, cfg->max_sessions)) < 0)
 		goto fail;
 	if ((rc = alloc_open(l)) < 0)
@@ -241,6 +249,32 @@ int hlog_session_poll(hlog_session *s)
 }
 
 /* ---------------- info ---------------- */
+
+/* ---------------- index growth (store.c note 2) ---------------- */
+
+bool hlog_index_grow_due(hlog *l)
+{
+	hidx_stats st;
+	hidx_stats_get(l->idx, &st);
+	uint64_t doubled = 2 * st.buckets * HIDX_BUCKET_BYTES;
+	return st.can_grow && doubled <= l->index_max &&
+	       st.overflow_buckets * 100 >= st.buckets * (uint64_t)l->index_pct;
+}
+
+static void index_quiesce(void *ctx)
+{
+	hlog_session *s = ctx;
+	if (s)
+		ckpt_epoch_barrier(s);
+}
+
+int hlog_index_grow_step(hlog *l, hlog_session *s)
+{
+	if (!hlog_index_grow_due(l))
+		return 0;
+	int rc = hidx_grow(l->idx, index_quiesce, s);
+	return rc == 0 ? 1 : rc == -ENOSPC ? 0 : rc;
+}
 
 void hlog_info_get(hlog *l, hlog_info *out)
 {

@@ -241,6 +241,24 @@ static void compact_oom_update(uint64_t disk)
 	}
 }
 
+/* The index's growth (log/store.c note 2) runs here too: a background thread with a store session,
+ * looking every --index-resize-freq seconds; doublings in a row until the fill is under the
+ * threshold (a bulk load may have outrun a few looks). */
+static void compact_index_grow(hlog_session *s)
+{
+	int rc;
+	for (int64_t t0 = spw_time_ms(); (rc = hlog_index_grow_step(g_srv.store, s)) == 1; t0 = spw_time_ms()) {
+		hlog_info hi;
+		hlog_info_get(g_srv.store, &hi);
+		spw_log(SPW_LOG_NOTICE, 0, "The index doubled to %llu buckets (%llu MiB) for %llu keys in %lld ms",
+		        (unsigned long long)hi.index.buckets, (unsigned long long)(hi.index.memory_bytes >> 20),
+		        (unsigned long long)hi.keys, (long long)(spw_time_ms() - t0));
+	}
+	if (rc < 0)
+		spw_log(SPW_LOG_WARNING, 0, "The index cannot double: %s; it keeps its size (longer "
+		        "chains)", spw_strerror(rc));
+}
+
 static void *compact_main(void *arg)
 {
 	(void)arg;
@@ -264,7 +282,7 @@ static void *compact_main(void *arg)
 	hlog_space sp0;
 	hlog_space_get(g_srv.store, &sp0);
 	uint64_t begin_at_start = sp0.begin, disk = 0, segs = 0;
-	int64_t disk_ms = 0;
+	int64_t disk_ms = 0, grow_ms = 0;
 	bool due_prev = false, stuck = false;
 	pthread_mutex_lock(&cs.lock);
 	while (!atomic_load(&cs.stop)) {
@@ -276,6 +294,10 @@ static void *compact_main(void *arg)
 		if (due_prev || now - disk_ms >= COMPACT_WAIT_MS) {
 			disk = disk_usage(&segs);
 			disk_ms = now;
+		}
+		if (now - grow_ms >= (int64_t)g_cfg.index_resize_freq * 1000) {
+			grow_ms = now;
+			compact_index_grow(s);
 		}
 		hlog_compact_opts o;
 		hlog_compact_info ci;

@@ -125,8 +125,16 @@ const spw_option config_options[] = {
 	  "in-memory log size (pages are allocated as the log grows)" },
 	{ "page", NULL, OPT_SIZE, 0, 4 * KB, 1 * GB, "32m", FIELD(page_bytes), NULL, NULL,
 	  "log page size, a power of two; the largest record fits in one page" },
-	{ "index", NULL, OPT_SIZE, 0, 4 * KB, LLONG_MAX, "128m", FIELD(index_bytes), NULL, NULL,
-	  "hash index size (64-byte buckets of 7 entries; about 16 bytes per key)" },
+	{ "index", NULL, OPT_SIZE, 0, 4 * KB, LLONG_MAX, "16m", FIELD(index_bytes), NULL, NULL,
+	  "hash index size at start (64-byte buckets of 7 entries); it doubles online as keys come, "
+	  "up to --index-max-size" },
+	{ "index-max-size", NULL, OPT_SIZE, 0, 0, LLONG_MAX, "0", FIELD(index_max_size), NULL, NULL,
+	  "the size the index may double up to (0 = 64 times --index, or 1/16 of --maxmemory when "
+	  "set; --index or less = it never grows)" },
+	{ "index-resize-threshold", NULL, OPT_INT, 0, 1, 100, "25", FIELD(index_resize_threshold), NULL,
+	  NULL, "double the index once its overflow buckets pass this percent of its main buckets" },
+	{ "index-resize-freq", NULL, OPT_INT, 0, 1, 3600, "1", FIELD(index_resize_freq), NULL, NULL,
+	  "seconds between looks at the index's fill" },
 	{ "mutable-percent", NULL, OPT_INT, 0, 0, 100, "90", FIELD(mutable_percent), NULL, NULL,
 	  "percent of the in-memory log that is updated in place" },
 	/* Storage tier (Garnet's flags; start.c's tier_open maps them onto the device). */

@@ -441,7 +441,9 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          "Log.Retries:%llu\r\n"
 	          "Log.MaxRecordPayloadBytes:%llu\r\n"
 	          "Log.StorageTier:%s\r\n"
-	          "Log.StoreError:%s\r\n",
+	          "Log.StoreError:%s\r\n"
+	          "index_grows:%llu\r\n"
+	          "index_max_bytes:%llu\r\n",
 	          (unsigned long long)hi->index.buckets, HIDX_BUCKET_BYTES,
 	          (unsigned long long)hi->index.memory_bytes, (unsigned long long)hi->index.overflow_buckets,
 	          (unsigned long long)hi->index.overflow_bytes, (unsigned long long)idx_total,
@@ -456,7 +458,8 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          (unsigned long long)hi->appends, (unsigned long long)hi->log_full_errors,
 	          (unsigned long long)hi->retries, (unsigned long long)hlog_max_record_payload(g_srv.store),
 	          g_srv.dev ? g_srv.dev->name : "none",
-	          hi->store_error ? spw_strerror(hi->store_error) : "ok");
+	          hi->store_error ? spw_strerror(hi->store_error) : "ok",
+	          (unsigned long long)hi->index.grows, (unsigned long long)memcap_index_max());
 	compact_info(b);   /* compact.c owns the state it shows */
 }
 

@@ -21,9 +21,11 @@
  *     transient buffers (a copy buffer and zstd's context, a few MiB while one runs). Start-up
  *     leaves MEMCAP_RESERVE of the cap for those and for the client buffers (note 2), so that
  *     RSS stays near the cap even though used_memory does not see them.
- *  2. Start-up (memcap_startup_check): with --maxmemory, --memory + --index + the reserve must fit
- *     in the cap. An option the user left out (config_option_given) is sized from the cap instead
- *     of its default: --index to 1/16 of the cap (a power of two, at most its default), --page
+ *  2. Start-up (memcap_startup_check): with --maxmemory, --memory + the index's room + the reserve
+ *     must fit in the cap. The room is what the index may double up to (memcap_index_max:
+ *     --index-max-size, left out 1/16 of the cap, never below --index). An option the user left
+ *     out (config_option_given) is sized from the cap instead of its default: --index to 1/16 of
+ *     the cap (a power of two, at most its default: it grows from there), --page
  *     halved until the window holds MEMCAP_MIN_PAGES pages, --memory to what is left, whole pages.
  *     A given value that does not fit stops start-up with a message naming what to pass.
  *  3. The -OOM gate: g_srv.deny_oom's SPW_OOM_MEMORY bit is set while used_memory > maxmemory under
@@ -55,7 +57,7 @@
 #define MEMCAP_RESERVE(cap) SPW_MAX((cap) / 8, MEMCAP_RESERVE_MIN)
 #define MEMCAP_MIN_PAGES   8          /* a --page left out is halved until the window holds this many */
 #define MEMCAP_PAGE_MIN    (64ULL << 10)
-#define MEMCAP_INDEX_DEF   (128ULL << 20)   /* --index's default: sizing never raises it */
+#define MEMCAP_INDEX_DEF   (16ULL << 20)   /* --index's default: sizing never raises it */
 
 /* ---------------- counting (note 1) ---------------- */
 
@@ -125,7 +127,8 @@ static uint64_t min_pages(void) { return g_cfg.storage_tier ? TIER_MIN_PAGES : 2
 static int memcap_memory_size(uint64_t cap, uint64_t reserve)
 {
 	char a[32], b[32], c[32], d[32], e[32];
-	uint64_t room = cap > g_cfg.index_bytes + reserve ? cap - g_cfg.index_bytes - reserve : 0;
+	uint64_t idx = memcap_index_max();
+	uint64_t room = cap > idx + reserve ? cap - idx - reserve : 0;
 	if (!config_option_given("page")) {
 		while (g_cfg.page_bytes > MEMCAP_PAGE_MIN && room / g_cfg.page_bytes < MEMCAP_MIN_PAGES)
 			g_cfg.page_bytes /= 2;
@@ -133,17 +136,26 @@ static int memcap_memory_size(uint64_t cap, uint64_t reserve)
 	}
 	uint64_t mem = room - room % g_cfg.page_bytes;
 	if (mem < min_pages() * g_cfg.page_bytes) {
-		fprintf(stderr, "spillway: --maxmemory %s leaves %s for the log after --index %s and %s for "
+		fprintf(stderr, "spillway: --maxmemory %s leaves %s for the log after the index's %s (what it "
+		        "may grow to: --index-max-size) and %s for "
 		        "client buffers, IO and checkpoints (1/8 of the cap, at least 4mb): less than %" PRIu64
-		        " pages of --page %s; pass a larger --maxmemory, or a smaller --index or --page\n",
+		        " pages of --page %s; pass a larger --maxmemory, or a smaller --index-max-size or --page\n",
 		        size_text(a, sizeof(a), cap), size_text(b, sizeof(b), room),
-		        size_text(c, sizeof(c), g_cfg.index_bytes), size_text(d, sizeof(d), reserve),
+		        size_text(c, sizeof(c), idx), size_text(d, sizeof(d), reserve),
 		        min_pages(), size_text(e, sizeof(e), g_cfg.page_bytes));
 		return -1;
 	}
 	g_cfg.memory_bytes = mem;
 	config_option_sized("memory");
 	return 0;
+}
+
+uint64_t memcap_index_max(void)
+{
+	uint64_t m = g_cfg.index_max_size;
+	if (!m)
+		m = g_cfg.maxmemory ? floor_pow2(g_cfg.maxmemory / 16) : g_cfg.index_bytes << HIDX_GROW_MAX;
+	return SPW_MAX(m, g_cfg.index_bytes);
 }
 
 /* The smallest cap, in whole MiB, that holds n bytes of log and index beside its reserve. */
@@ -155,7 +167,7 @@ static uint64_t memcap_cap_needed(uint64_t n)
 
 int memcap_startup_check(void)
 {
-	char a[32], b[32], c[32], d[32], e[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32];
 	uint64_t cap = g_cfg.maxmemory;
 	if (!cap)
 		return 0;
@@ -168,20 +180,23 @@ int memcap_startup_check(void)
 	if (!config_option_given("memory")) {
 		if (memcap_memory_size(cap, reserve) < 0)
 			return -1;
-	} else if (g_cfg.memory_bytes + g_cfg.index_bytes + reserve > cap) {
-		fprintf(stderr, "spillway: --memory %s and --index %s do not fit inside --maxmemory %s with "
+	} else if (g_cfg.memory_bytes + memcap_index_max() + reserve > cap) {
+		fprintf(stderr, "spillway: --memory %s and --index %s (growing up to %s: --index-max-size) "
+		        "do not fit inside --maxmemory %s with "
 		        "the %s it keeps for client buffers, IO and checkpoints (1/8 of the cap, at least "
 		        "4mb); pass --maxmemory %s or more, or a smaller --memory (left out, --memory is sized "
 		        "from --maxmemory)\n", size_text(a, sizeof(a), g_cfg.memory_bytes),
-		        size_text(b, sizeof(b), g_cfg.index_bytes), size_text(c, sizeof(c), cap),
+		        size_text(f, sizeof(f), g_cfg.index_bytes),
+		        size_text(b, sizeof(b), memcap_index_max()), size_text(c, sizeof(c), cap),
 		        size_text(d, sizeof(d), reserve),
-		        size_text(e, sizeof(e), memcap_cap_needed(g_cfg.memory_bytes + g_cfg.index_bytes)));
+		        size_text(e, sizeof(e), memcap_cap_needed(g_cfg.memory_bytes + memcap_index_max())));
 		return -1;
 	}
-	spw_log(SPW_LOG_NOTICE, 0, "maxmemory %s: --memory %s, --index %s, --page %s, %s for the rest",
-	        size_text(a, sizeof(a), cap), size_text(b, sizeof(b), g_cfg.memory_bytes),
-	        size_text(c, sizeof(c), g_cfg.index_bytes), size_text(d, sizeof(d), g_cfg.page_bytes),
-	        size_text(e, sizeof(e), cap - g_cfg.memory_bytes - g_cfg.index_bytes));
+	spw_log(SPW_LOG_NOTICE, 0, "maxmemory %s: --memory %s, --index %s (growing up to %s), --page %s, "
+	        "%s for the rest", size_text(a, sizeof(a), cap), size_text(b, sizeof(b), g_cfg.memory_bytes),
+	        size_text(c, sizeof(c), g_cfg.index_bytes), size_text(f, sizeof(f), memcap_index_max()),
+	        size_text(d, sizeof(d), g_cfg.page_bytes),
+	        size_text(e, sizeof(e), cap - g_cfg.memory_bytes - memcap_index_max()));
 	return 0;
 }
 

@@ -49,6 +49,9 @@ typedef struct spw_config {
 	char config_file[1024];
 	char dir[1024];
 	uint64_t index_bytes;         /* --index */
+	uint64_t index_max_size;      /* --index-max-size (0 = memcap_index_max's default) */
+	int index_resize_threshold;   /* --index-resize-threshold, percent */
+	int index_resize_freq;        /* --index-resize-freq, seconds */
 	uint64_t memory_bytes;        /* --memory */
 	uint64_t page_bytes;          /* --page */
 	int mutable_percent;          /* --mutable-percent */
@@ -440,6 +443,8 @@ uint64_t memcap_startup_bytes(void);
 /* Start-up (start.c, after config_load): with --maxmemory, size --memory (and --index) from the cap
  * when the user left them, or check that they fit. 0, or -1 after printing why on stderr. */
 int memcap_startup_check(void);
+/* The size the index may double up to (--index-max-size, or its default; never below --index). */
+uint64_t memcap_index_max(void);
 /* Once per worker pass (worker.c): the -OOM gate's SPW_OOM_MEMORY bit, looked at about once a
  * millisecond, every pass while it is set. */
 void memcap_worker_check(worker *w);

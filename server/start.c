@@ -531,6 +531,8 @@ static int server_store_open(void)
 		.memory_bytes = g_cfg.memory_bytes,
 		.page_bytes = g_cfg.page_bytes,
 		.index_bytes = g_cfg.index_bytes,
+		.index_max_bytes = memcap_index_max(),
+		.index_resize_pct = g_cfg.index_resize_threshold,
 		.mutable_percent = g_cfg.mutable_percent,
 		.max_sessions = g_cfg.threads + 4,   /* the workers, the saver, the main thread's recovery,
 		                                        the compactor, the expirer */

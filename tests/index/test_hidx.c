@@ -39,7 +39,7 @@ static hidx *open_small(void)
 /* Words in the chain of bucket b carrying tag t (tentative or not). */
 static int chain_count_tag(hidx *h, uint64_t b, uint64_t t)
 {
-	hidx_bucket *bk = &h->hx_buckets[b];
+	hidx_bucket *bk = &hidx_cur(h)->ht_buckets[b];
 	int n = 0;
 
 	do {
@@ -56,7 +56,7 @@ static int chain_count_tag(hidx *h, uint64_t b, uint64_t t)
 /* Nonzero words and linked overflow buckets in the chain of bucket b. */
 static int chain_count_used(hidx *h, uint64_t b, uint64_t *overflow /* out */)
 {
-	hidx_bucket *bk = &h->hx_buckets[b];
+	hidx_bucket *bk = &hidx_cur(h)->ht_buckets[b];
 	int n = 0;
 
 	*overflow = 0;
@@ -75,7 +75,7 @@ static uint64_t linked_overflow_buckets(hidx *h)
 {
 	uint64_t total = 0, ov;
 
-	for (uint64_t b = 0; b <= h->hx_mask; b++) {
+	for (uint64_t b = 0; b <= hidx_cur(h)->ht_mask; b++) {
 		chain_count_used(h, b, &ov);
 		total += ov;
 	}
@@ -97,7 +97,7 @@ static void test_open_rounds_size_down_to_a_power_of_two_of_buckets(void **state
 		assert_int_equal(st.buckets, cases[i].buckets);
 		assert_int_equal(st.memory_bytes, cases[i].buckets * 64);
 		assert_int_equal(st.overflow_buckets, 0);
-		assert_int_equal((uintptr_t)h->hx_buckets % 64, 0);
+		assert_int_equal((uintptr_t)hidx_cur(h)->ht_buckets % 64, 0);
 		hidx_close(h);
 	}
 	assert_int_equal(hidx_open(NULL, 4096), -EINVAL);
@@ -140,8 +140,8 @@ static void test_entry_bucket_and_tag_come_from_hash_bits(void **state)
 
 	(void)state;
 	assert_int_equal(hidx_entry_find_or_create(h, mk_hash(37, 0x1234, 5), &a), 0);
-	assert_true((void *)a.entry >= (void *)&h->hx_buckets[37] &&
-		    (void *)a.entry < (void *)&h->hx_buckets[38]);
+	assert_true((void *)a.entry >= (void *)&hidx_cur(h)->ht_buckets[37] &&
+		    (void *)a.entry < (void *)&hidx_cur(h)->ht_buckets[38]);
 	assert_int_equal(a.word, 0x1234ULL << 48);
 	/* same bucket and tag, other middle bits and bit 63: the same entry */
 	assert_int_equal(hidx_entry_find(h, mk_hash(37, 0x1234, 99) | (1ULL << 63), &b), 0);
@@ -239,7 +239,7 @@ static void test_create_adopts_a_twin_confirmed_while_it_waited(void **state)
 	hidx_slot s;
 
 	(void)state;
-	c.entry = &h->hx_buckets[12].hb_entry[0];
+	c.entry = &hidx_cur(h)->ht_buckets[12].hb_entry[0];
 	c.word = (77ULL << 48) | 4242;
 	atomic_store(c.entry, HIDX_TENTATIVE | (77ULL << 48));
 	assert_int_equal(pthread_create(&th, NULL, confirm_later, &c), 0);
@@ -318,7 +318,7 @@ static void test_scan_visits_every_entry_once_across_cursors(void **state)
 	/* neither an entry without a record nor a tentative claim is visited */
 	assert_int_equal(hidx_entry_find_or_create(h, mk_hash(5, 999, 0), &s), 0);
 	/* bucket 7 holds 11 entries: the last slot of its overflow bucket is free */
-	ovb = hidx_bucket_next(h, &h->hx_buckets[7], memory_order_acquire);
+	ovb = hidx_bucket_next(h, &hidx_cur(h)->ht_buckets[7], memory_order_acquire);
 	assert_non_null(ovb);
 	assert_int_equal(atomic_load(&ovb->hb_entry[6]), 0);
 	atomic_store(&ovb->hb_entry[6], HIDX_TENTATIVE | (998ULL << 48) | 64);
@@ -356,7 +356,7 @@ static void test_clear_below_frees_lower_addresses_and_keeps_the_rest(void **sta
 			assert_true(hidx_slot_cas(&s, 64 + i));
 	}
 	/* a tentative claim is left alone */
-	atomic_store(&h->hx_buckets[40].hb_entry[3], HIDX_TENTATIVE | (5ULL << 48));
+	atomic_store(&hidx_cur(h)->ht_buckets[40].hb_entry[3], HIDX_TENTATIVE | (5ULL << 48));
 	hidx_stats_get(h, &before);
 
 	hidx_clear_below(h, 64 + 100);
@@ -370,7 +370,7 @@ static void test_clear_below_frees_lower_addresses_and_keeps_the_rest(void **sta
 			assert_int_equal(hidx_slot_addr(&s), 64 + i);
 		}
 	}
-	assert_int_equal(atomic_load(&h->hx_buckets[40].hb_entry[3]), HIDX_TENTATIVE | (5ULL << 48));
+	assert_int_equal(atomic_load(&hidx_cur(h)->ht_buckets[40].hb_entry[3]), HIDX_TENTATIVE | (5ULL << 48));
 
 	/* freed slots are reused: refilling the cleared keys grows no chain */
 	for (int i = 0; i < 100; i++)

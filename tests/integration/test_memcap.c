@@ -95,8 +95,9 @@ static void test_startup_refuses_memory_and_index_that_do_not_fit_the_cap(void *
 		skip();
 	const char *big[] = { "--maxmemory", "64mb", "--memory", "64mb", "--index", "1mb", NULL };
 	char *out = start_refused(big);
-	expect_in(out, "--memory 64mb and --index 1mb do not fit inside --maxmemory 64mb");
-	expect_in(out, "pass --maxmemory 75mb or more, or a smaller --memory");
+	expect_in(out, "--memory 64mb and --index 1mb (growing up to 4mb: --index-max-size) do not fit "
+	          "inside --maxmemory 64mb");
+	expect_in(out, "pass --maxmemory 78mb or more, or a smaller --memory");
 	free(out);
 	const char *tiny[] = { "--maxmemory", "2mb", NULL };
 	out = start_refused(tiny);

@@ -73,7 +73,10 @@ static void test_defaults_are_the_documented_ones(void **state)
 	assert_int_equal(g_cfg.loglevel, SPW_LOG_NOTICE);
 	assert_int_equal(g_cfg.memory_bytes, 16ULL << 30);
 	assert_int_equal(g_cfg.page_bytes, 32ULL << 20);
-	assert_int_equal(g_cfg.index_bytes, 128ULL << 20);
+	assert_int_equal(g_cfg.index_bytes, 16ULL << 20);
+	assert_int_equal(g_cfg.index_max_size, 0);
+	assert_int_equal(g_cfg.index_resize_threshold, 25);
+	assert_int_equal(g_cfg.index_resize_freq, 1);
 	assert_int_equal(g_cfg.mutable_percent, 90);
 	assert_int_equal(g_cfg.proto_max_bulk_len, 512ULL << 20);
 	assert_int_equal(g_cfg.querybuf_limit, 1ULL << 30);
