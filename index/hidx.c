@@ -85,8 +85,9 @@
  *  - The grower publishes the new table as the old one's ht_next, then splits every old bucket in
  *    order; then makes the new table current, waits for the helpers still copying (hx_helpers), and
  *    unmaps the old one once quiesce() says no thread still holds it (the log's epoch).
- *    hx_grow_mu keeps hidx_clear_below and image saves off the tables until no helper writes:
- *    a slot a clear freed must not get a copied value back.
+ *    hx_grow_mu keeps hidx_clear_below off the tables until no helper writes (a slot a clear
+ *    freed must not get a copied value back): a FLUSHALL during a split waits for it. An image
+ *    save holds hx_grow_one, so no growth starts under it.
  *  - Splitting bucket i (hidx_split, which any thread may run; they help each other and the grower
  *    and all compute the same result): set FROZEN in the main bucket's overflow word; then freeze
  *    every slot of the chain (CAS; a word gets the tentative bit, a free slot or an entry without
@@ -233,6 +234,7 @@ void hidx_close(hidx *h)
 		munmap(h->hx_ovf_pages, HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));
 	}
 	hidx_table_free(atomic_load(&h->hx_cur));
+	free(h->hx_ovf_released);
 	pthread_mutex_destroy(&h->hx_ovf_lock);
 	pthread_mutex_destroy(&h->hx_grow_one);
 	pthread_mutex_destroy(&h->hx_grow_mu);
@@ -258,6 +260,20 @@ static int hidx_overflow_alloc(hidx *h, uint64_t *idx /* out */)
 		/* Invariant 4: the link was the only nonzero word; the publishing CAS releases this. */
 		atomic_store_explicit(&b->hb_overflow, 0, memory_order_relaxed);
 		h->hx_ovf_free_count--;
+		goto out;
+	}
+	if (h->hx_ovf_nreleased) {
+		/* A page a growth gave back: zeros again, so every bucket of it goes on the free list
+		 * (its links fault it in) but the one handed out. */
+		uint64_t first = ((uint64_t)h->hx_ovf_released[--h->hx_ovf_nreleased] << HIDX_OVF_PAGE_BITS) + 1;
+
+		for (uint64_t i = first + HIDX_OVF_PAGE_BUCKETS - 1; i > first; i--) {
+			atomic_store_explicit(&hidx_overflow_at(h, i)->hb_overflow, h->hx_ovf_free,
+					      memory_order_relaxed);
+			h->hx_ovf_free = i;
+		}
+		h->hx_ovf_free_count += HIDX_OVF_PAGE_BUCKETS - 1;
+		*idx = first;
 		goto out;
 	}
 	if (h->hx_ovf_next > HIDX_OVF_MAX_BUCKETS) {
@@ -339,6 +355,7 @@ void hidx_reset(hidx *h)
 	h->hx_ovf_next = 1;
 	h->hx_ovf_free = 0;
 	h->hx_ovf_free_count = 0;
+	h->hx_ovf_nreleased = 0;
 	pthread_mutex_unlock(&h->hx_ovf_lock);
 }
 
@@ -652,10 +669,53 @@ static void hidx_split(hidx *h, hidx_table *t, uint64_t i)
 	atomic_fetch_sub(&h->hx_helpers, 1);
 }
 
-/* The old table's overflow buckets go back to the allocator, zeroed (invariant 4), once no thread
- * can walk its chains. */
+/* Free buckets per overflow page, counting the old chains' as free: cnt[p], or UINT32_MAX for a
+ * page given back already (lock held). */
+static void hidx_ovf_count(hidx *h, const hidx_table *t, uint32_t *cnt)
+{
+	for (uint64_t r = 0; r < h->hx_ovf_nreleased; r++)
+		cnt[h->hx_ovf_released[r]] = UINT32_MAX;
+	for (uint64_t idx = h->hx_ovf_free; idx;
+	     idx = atomic_load_explicit(&hidx_overflow_at(h, idx)->hb_overflow, memory_order_relaxed))
+		cnt[(idx - 1) >> HIDX_OVF_PAGE_BITS]++;
+	for (uint64_t i = 0; i <= t->ht_mask; i++)
+		for (uint64_t l = atomic_load(&t->ht_buckets[i].hb_overflow) & HIDX_OVF_IDX_MASK; l;
+		     l = atomic_load(&hidx_overflow_at(h, l)->hb_overflow) & HIDX_OVF_IDX_MASK)
+			cnt[(l - 1) >> HIDX_OVF_PAGE_BITS]++;
+}
+
+/* The old table's overflow buckets, once no thread can walk its chains: a page wholly free with
+ * them is given back to the kernel (the new chains took fresh pages while the old ones were still
+ * read, so most of the old pages are); the rest go on the free list, zeroed (invariant 4). Without
+ * memory for the counts, all of them go on the free list. */
 static void hidx_table_retire(hidx *h, hidx_table *t)
 {
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	uint64_t np = h->hx_ovf_npages, bump = (h->hx_ovf_next - 1) >> HIDX_OVF_PAGE_BITS;
+	uint32_t *cnt = calloc(np + 1, sizeof(*cnt));
+	uint32_t *rel = realloc(h->hx_ovf_released, (np + 1) * sizeof(*rel));
+
+	if (rel)
+		h->hx_ovf_released = rel;
+	if (cnt && rel)
+		hidx_ovf_count(h, t, cnt);
+	/* the page of the next never-used index is not whole: it stays */
+	if (cnt && bump < np)
+		cnt[bump] = 0;
+#define PAGE_GOES(idx) (cnt && rel && cnt[((idx) - 1) >> HIDX_OVF_PAGE_BITS] == HIDX_OVF_PAGE_BUCKETS)
+	/* the free list without the buckets of the pages that go */
+	uint64_t head = h->hx_ovf_free, kept = 0;
+	h->hx_ovf_free = 0;
+	for (uint64_t idx = head, next; idx; idx = next) {
+		hidx_bucket *b = hidx_overflow_at(h, idx);
+		next = atomic_load_explicit(&b->hb_overflow, memory_order_relaxed);
+		if (!PAGE_GOES(idx)) {
+			atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
+			h->hx_ovf_free = idx;
+			kept++;
+		}
+	}
+	h->hx_ovf_free_count = kept;
 	for (uint64_t i = 0; i <= t->ht_mask; i++) {
 		uint64_t link = atomic_load(&t->ht_buckets[i].hb_overflow) & HIDX_OVF_IDX_MASK;
 
@@ -663,11 +723,27 @@ static void hidx_table_retire(hidx *h, hidx_table *t)
 			hidx_bucket *b = hidx_overflow_at(h, link);
 			uint64_t next = atomic_load(&b->hb_overflow) & HIDX_OVF_IDX_MASK;
 
-			memset((void *)b, 0, sizeof(*b));
-			hidx_overflow_free(h, link);
+			if (!PAGE_GOES(link)) {
+				memset((void *)b, 0, sizeof(*b));
+				atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
+				h->hx_ovf_free = link;
+				h->hx_ovf_free_count++;
+			}
 			link = next;
 		}
 	}
+	for (uint64_t p = 0; cnt && rel && p < np; p++) {
+		if (cnt[p] != HIDX_OVF_PAGE_BUCKETS)
+			continue;
+		hidx_bucket *mem = atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed);
+		/* zeros after the advice; where it is refused, by hand */
+		if (madvise(mem, HIDX_OVF_PAGE_BYTES, MADV_DONTNEED) != 0)
+			memset((void *)mem, 0, HIDX_OVF_PAGE_BYTES);
+		h->hx_ovf_released[h->hx_ovf_nreleased++] = (uint32_t)p;
+	}
+#undef PAGE_GOES
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+	free(cnt);
 	hidx_table_free(t);
 }
 
@@ -790,7 +866,8 @@ void hidx_stats_get(hidx *h, hidx_stats *out /* out */)
 	out->memory_bytes = out->buckets * HIDX_BUCKET_BYTES + atomic_load(&h->hx_old_bytes);
 	pthread_mutex_lock(&h->hx_ovf_lock);
 	/* linked buckets only: those waiting on the free list were never published */
-	out->overflow_buckets = h->hx_ovf_next - 1 - h->hx_ovf_free_count;
-	out->overflow_bytes = h->hx_ovf_npages * HIDX_OVF_PAGE_BYTES;
+	out->overflow_buckets = h->hx_ovf_next - 1 - h->hx_ovf_free_count -
+				h->hx_ovf_nreleased * HIDX_OVF_PAGE_BUCKETS;
+	out->overflow_bytes = (h->hx_ovf_npages - h->hx_ovf_nreleased) * HIDX_OVF_PAGE_BYTES;
 	pthread_mutex_unlock(&h->hx_ovf_lock);
 }

@@ -47,7 +47,9 @@
  *   (linked after pass 1 went by): that target is written as zeros and has no other parent, so the
  *   link stays. Either way only entries created during the save are lost (invariant 4).
  *
- * The save holds hx_grow_mu: no growth splits buckets under it (hidx_grow waits for it to end).
+ * The save holds hx_grow_one: no growth starts under it (hidx_grow waits for it to end), so the table
+ * it walks stays current and unfrozen even though the saving thread is outside any epoch. Clears
+ * (hx_grow_mu) still run beside it, as they always did (invariant 5).
  *
  * HOW THE LOAD TREATS h
  *   It decompresses straight into h (main array, then overflow pages it maps through
@@ -613,9 +615,9 @@ static int load_verify(image_load *L)
 
 int hidx_image_save(hidx *h, int fd, int zstd_level, hidx_image_info *out, char *why, size_t whylen)
 {
-	pthread_mutex_lock(&h->hx_grow_mu);
+	pthread_mutex_lock(&h->hx_grow_one);
 	int rc = image_save_locked(h, fd, zstd_level, out, why, whylen);
-	pthread_mutex_unlock(&h->hx_grow_mu);
+	pthread_mutex_unlock(&h->hx_grow_one);
 	return rc;
 }
 

@@ -57,9 +57,9 @@ typedef struct hidx_table {
 
 struct hidx {
 	_Atomic(hidx_table *) hx_cur;      /* the table new operations start from */
-	/* Growth: hx_grow_one makes growths one at a time (held across the whole of hidx_grow);
-	 * hx_grow_mu keeps hidx_clear_below and image saves off a table being split (held from the
-	 * first split to the switch, never across a wait for other threads). */
+	/* Growth: hx_grow_one makes growths one at a time (held across the whole of hidx_grow) and
+	 * keeps them off an image save; hx_grow_mu keeps hidx_clear_below off a table being split
+	 * (held from the first split until no helper writes, never across a wait for an epoch). */
 	pthread_mutex_t hx_grow_one, hx_grow_mu;
 	_Atomic uint64_t hx_old_bytes;     /* a table split and not yet unmapped (stats) */
 	/* hx_cur's geometry, for readers outside any epoch (INFO, SCAN's cursor checks): they must
@@ -78,6 +78,11 @@ struct hidx {
 	uint64_t hx_ovf_free;              /* free list head, linked through hb_overflow (lock) */
 	uint64_t hx_ovf_free_count;        /* (lock) */
 	uint64_t hx_ovf_npages;            /* pages mapped so far (lock) */
+	/* Pages given back to the kernel (MADV_DONTNEED) after a growth left them wholly free: still
+	 * mapped, read as zeros, on neither list; the allocator takes them again before the next
+	 * never-used index (lock). */
+	uint32_t *hx_ovf_released;
+	uint64_t hx_ovf_nreleased;
 };
 
 static inline hidx_table *hidx_cur(const hidx *h)

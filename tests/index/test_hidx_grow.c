@@ -102,6 +102,19 @@ static void assert_table_sound(hidx *h)
 	}
 }
 
+/* Overflow buckets linked into the current table's chains. */
+static uint64_t chain_buckets(hidx *h)
+{
+	hidx_table *t = hidx_cur(h);
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i <= t->ht_mask; i++)
+		for (hidx_bucket *b = hidx_bucket_next(h, &t->ht_buckets[i], memory_order_acquire); b;
+		     b = hidx_bucket_next(h, b, memory_order_acquire))
+			n++;
+	return n;
+}
+
 static void test_growth_keeps_every_entry_and_shortens_the_chains(void **state)
 {
 	const uint64_t n = 5000;
@@ -130,13 +143,62 @@ static void test_growth_keeps_every_entry_and_shortens_the_chains(void **state)
 	assert_true(st.overflow_buckets < st0.overflow_buckets / 8);
 	assert_false(st.can_grow);
 	assert_int_equal(hidx_grow(h, NULL, NULL), -ENOSPC);
-	/* new entries go where the grown geometry says, and clears still work */
-	put(h, nth_hash(n), 99);
-	assert_int_equal(addr_of(h, nth_hash(n)), 99);
+	/* new entries go where the grown geometry says (40,000 more: long chains again, whose
+	 * overflow buckets come from the pages given back), and clears still work */
+	for (uint64_t i = n; i < 9 * n; i++)
+		put(h, nth_hash(i), 1000 + i);
+	for (uint64_t i = 0; i < 9 * n; i++)
+		assert_int_equal(addr_of(h, nth_hash(i)), 1000 + i);
+	assert_int_equal(scan_count(h), 9 * n);
+	assert_table_sound(h);
+	hidx_stats_get(h, &st);
+	assert_int_equal(chain_buckets(h), st.overflow_buckets);
 	hidx_clear_below(h, 1000 + n / 2);
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < 9 * n; i++)
 		assert_int_equal(addr_of(h, nth_hash(i)), i < n / 2 ? UINT64_MAX : 1000 + i);
 	hidx_close(h);
+}
+
+/* Enough entries that the old chains fill whole overflow pages: a doubling gives those pages back
+ * (the new chains took fresh ones), the stats stop counting them, and later chains take them again. */
+static void test_growth_gives_wholly_free_overflow_pages_back(void **state)
+{
+	const uint64_t n = 100000;
+	hidx *h = NULL;
+	hidx_stats st0, st1, st2;
+
+	(void)state;
+	assert_int_equal(hidx_open(&h, 1024 * 64), 0);
+	/* distinct (bucket, tag) pairs over 1024 buckets (random hashes would share some entries) */
+#define PAIR(i) mk_hash((i) % 1024, 1 + (i) / 1024, (i))
+	for (uint64_t i = 0; i < n; i++)
+		put(h, PAIR(i), 64 + i);
+	hidx_stats_get(h, &st0);
+	assert_true(st0.overflow_buckets > 3 * HIDX_OVF_PAGE_BUCKETS);
+	assert_int_equal(hidx_grow(h, NULL, NULL), 0);
+	hidx_stats_get(h, &st1);
+	assert_true(h->hx_ovf_nreleased >= 2);
+	assert_int_equal(chain_buckets(h), st1.overflow_buckets);
+	/* pages counted: the new chains' and the free list's, not the ones given back */
+	assert_int_equal(st1.overflow_bytes, (h->hx_ovf_npages - h->hx_ovf_nreleased) * HIDX_OVF_PAGE_BYTES);
+	/* what stays counted is about what the new chains use (a page of slack each side), not the old
+	 * chains' pages on top */
+	assert_true(st1.overflow_bytes <= (st1.overflow_buckets / HIDX_OVF_PAGE_BUCKETS + 2) * HIDX_OVF_PAGE_BYTES);
+	for (uint64_t i = 0; i < n; i++)
+		assert_int_equal(addr_of(h, PAIR(i)), 64 + i);
+	/* as many again: the chains grow into the pages given back before any new page is mapped */
+	uint64_t mapped = h->hx_ovf_npages;
+	for (uint64_t i = n; i < 2 * n; i++)
+		put(h, PAIR(i), 64 + i);
+	hidx_stats_get(h, &st2);
+	assert_true(h->hx_ovf_nreleased == 0 || h->hx_ovf_npages == mapped);
+	assert_int_equal(chain_buckets(h), st2.overflow_buckets);
+	for (uint64_t i = 0; i < 2 * n; i++)
+		assert_int_equal(addr_of(h, PAIR(i)), 64 + i);
+	assert_int_equal(scan_count(h), 2 * n);
+	assert_table_sound(h);
+	hidx_close(h);
+#undef PAIR
 }
 
 /* ---- beside other threads ---- */
@@ -330,6 +392,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_growth_keeps_every_entry_and_shortens_the_chains),
+		cmocka_unit_test(test_growth_gives_wholly_free_overflow_pages_back),
 		cmocka_unit_test(test_growth_beside_creators_publishers_and_readers_loses_nothing),
 		cmocka_unit_test(test_clears_during_growth_bring_no_entry_back),
 	};
