@@ -421,32 +421,58 @@ static inline bool hidx_frozen(const hidx_bucket *head)
 	return atomic_load_explicit(&((hidx_bucket *)head)->hb_overflow, memory_order_acquire) & HIDX_OVF_FROZEN;
 }
 
-int hidx_entry_find(hidx *h, uint64_t hash, hidx_slot *out /* out */)
+/* The confirmed entry with tag in head's chain: 0 and *out, or -ENOENT. */
+static inline int hidx_chain_find(hidx *h, hidx_bucket *head, uint64_t tag, hidx_slot *out)
+{
+	hidx_bucket *b = head;
+
+	do {
+		for (int i = 0; i < HIDX_BUCKET_ENTRIES; i++) {
+			_Atomic uint64_t *e = &b->hb_entry[i];
+			uint64_t w = atomic_load_explicit(e, memory_order_acquire);
+
+			/* a frozen word has the tentative bit: never a match */
+			if ((w & (HIDX_TAG_MASK | HIDX_TENTATIVE)) == tag) {
+				out->entry = e;
+				out->word = w;
+				return 0;
+			}
+		}
+		b = hidx_bucket_next(h, b, memory_order_acquire);
+	} while (b);
+	return -ENOENT;
+}
+
+/* A lookup that met a growth: route (helping the split) and walk again until a miss is a miss. */
+static __attribute__((noinline)) int hidx_entry_find_routed(hidx *h, uint64_t hash, hidx_slot *out)
 {
 	const uint64_t tag = hidx_tag_of(hash);
 	hidx_table *t;
 
 	for (;;) {
-		hidx_bucket *head = hidx_route(h, hash, &t), *b = head;
+		hidx_bucket *head = hidx_route(h, hash, &t);
 
-		do {
-			for (int i = 0; i < HIDX_BUCKET_ENTRIES; i++) {
-				_Atomic uint64_t *e = &b->hb_entry[i];
-				uint64_t w = atomic_load_explicit(e, memory_order_acquire);
-
-				/* a frozen word has the tentative bit: never a match */
-				if ((w & (HIDX_TAG_MASK | HIDX_TENTATIVE)) == tag) {
-					out->entry = e;
-					out->word = w;
-					return 0;
-				}
-			}
-			b = hidx_bucket_next(h, b, memory_order_acquire);
-		} while (b);
-		/* A miss is a miss only if no slot was frozen under the walk (note "Growth"). */
-		if (SPW_LIKELY(!hidx_frozen(head)))
+		if (hidx_chain_find(h, head, tag, out) == 0)
+			return 0;
+		if (!hidx_frozen(head))
 			return -ENOENT;
 	}
+}
+
+/* The hot path costs what it did before growth existed but the tag bits in the bucket number and
+ * one look at the flags after a miss: a match on an unfrozen word is good whatever happens next
+ * (note "Growth"), and a miss is a miss if the chain was not frozen under the walk. */
+int hidx_entry_find(hidx *h, uint64_t hash, hidx_slot *out /* out */)
+{
+	const uint64_t tag = hidx_tag_of(hash);
+	hidx_table *t = hidx_cur(h);
+	hidx_bucket *head = &t->ht_buckets[hidx_bucket_no(t, hash)];
+
+	if (SPW_LIKELY(hidx_chain_find(h, head, tag, out) == 0))
+		return 0;
+	if (SPW_LIKELY(!hidx_frozen(head)))
+		return -ENOENT;
+	return hidx_entry_find_routed(h, hash, out);
 }
 
 /* Is there a word with our tag, tentative or not, anywhere in the chain other than at mine?
