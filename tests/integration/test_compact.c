@@ -409,6 +409,35 @@ static void test_segments_of_expired_keys_go_unread(void **state)
 	shutdown_wait(&s, &c);
 }
 
+/* The figures a drop decides by are this process's own: after a restart, the recovered segments
+ * (none of whose records this process saw written, so none counted against a drop) are read by
+ * compaction as before, never dropped unread: every key survives. */
+static void test_recovered_segments_are_never_dropped_unread(void **state)
+{
+	(void)state;
+	enum { N = 6000, M = 4000 };
+	static const char *const extra[] = { "--compaction-max-segments", "0", NULL };
+	static int want[N + M];
+	itest_server s;
+	itest_conn c;
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	write_version(&c, 0, N, 1);
+	shutdown_wait(&s, &c);
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	write_version(&c, N, N + M, 1);   /* the recovered segments go to the device part compacted */
+	long long passes = itest_info_field(&c, "store", "compaction_passes");
+	itest_expect(&c, "+OK\r\n", "compact", NULL);
+	assert_true(itest_info_field(&c, "store", "compaction_passes") > passes);
+	assert_int_equal(itest_info_field(&c, "store", "compaction_expired_drop_bytes"), 0);
+	for (int i = 0; i < N + M; i++)
+		want[i] = 1;
+	check_versions(&c, 0, N + M, want);
+	itest_expect(&c, ":10000\r\n", "dbsize", NULL);
+	shutdown_wait(&s, &c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +450,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cache_mode_drops_the_oldest_keys_to_stay_within_the_disk_budget,
 		                                itest_data_dir_setup, itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_segments_of_expired_keys_go_unread, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_recovered_segments_are_never_dropped_unread, itest_data_dir_setup,
 		                                itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
