@@ -76,7 +76,11 @@
  *       operation that found a version in the unit as the newest of its key, so one that walked
  *       the chain with the old Begin; every such operation had finished by the epoch, and any
  *       later one stops at the new Begin (addresses below Begin are absent to every chain walk,
- *       fetch and index entry; hidx_clear_below only gives the slots back).
+ *       fetch and index entry; hidx_clear_below only gives the slots back). That includes a
+ *       fetch that found the record before the move for an operation re-run after it: pend_cold
+ *       answers absent for a cached record below Begin (a pass that reads copies or deletes
+ *       every counted record before it passes it, so there the re-run meets the newer version;
+ *       a drop leaves none).
  *     - No key is counted twice: an operation that found the version live or expired before the
  *       move and replaced it (a write, a delete, lazy expiry) applied its key count change and the
  *       unit's -1 together, before the epoch, so the key is not in the live count the drop takes

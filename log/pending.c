@@ -471,6 +471,12 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 				return PEND_ABSENT;
 			default:
 				ctr_add(&s->pending_hits, 1);
+				/* Begin passed the record since the fetch found it: absent now, as a fetch finishing
+				 * now would be. Compaction copies a record before it passes it, so the re-run meets
+				 * the copy first; a unit of expired records dropped unread has no copy (compact.c
+				 * note 7), and its keys have left the count. */
+				if (f->addr < load_acq(&l->begin))
+					return PEND_ABSENT;
 				*r = (log_rec *)(f->buf + (f->addr - f->base));
 				*info = atomic_load_explicit(&(*r)->info, memory_order_relaxed) &
 				        ~(REC_LOCK_X | REC_LOCK_S_MASK);
