@@ -20,7 +20,8 @@
  *        FOUND / ABSENT / FAILED --pend_fetch_finish: op->reads-- ; 0 --> ready list
  *        ready list --hlog_session_poll (pend_ready_run)--> ready(cb_arg, op_ctx), once per wave
  *        re-run: index -> walk; a newer version in memory wins; reaching A again --> the cached
- *            FOUND copy (plan/read from it, CAS against the entry word of this run) or ABSENT;
+ *            FOUND copy (plan/read from it, CAS against the entry word of this run) or ABSENT
+ *            (also a FOUND copy whose record Begin has passed since: compact.c note 7);
  *            reaching another cold address --> a new fetch (A is not trusted for another address)
  *        hlog_session_release(op_ctx) --> entries freed (reads still in flight: on completion)
  *
