@@ -56,6 +56,49 @@
  *     one request in flight, so that foreground reads never queue behind a page; a pass
  *     ahead of its budget sleeps, unprotected and without ckpt_mu, so foreground reads keep the
  *     device.
+ *
+ *  7. Units of expired records go unread. Each session keeps, per unit and beside its garbage
+ *     ring (compact_stats.c, hlog_int.h log_ustat), the latest expiry of the value records written
+ *     into the unit, the count of "blockers" (value records without an expiry, and a record that
+ *     runs on into the next unit, whose end is then not a record boundary), and "live", the keys
+ *     whose newest version is a value record there: +1 when one is published as the newest, -1
+ *     on the unit of the counted version it supersedes or deletes (the very transitions log_count
+ *     applies to the key count, so live summed over the units is the key count's share from
+ *     them). An in-place write of a new expiry raises its unit's latest expiry. A pass first
+ *     takes the leading units of [Begin, until) that are wholly on the device (below the flushed
+ *     part and Head), that hold only records this process counted (at or above stats_from: not a
+ *     recovered log, not a FLUSHALL's tail unit), with no blocker and a latest expiry more than
+ *     LOG_EXPIRED_MARGIN_MS in the past (the operations' clocks are set per batch); under
+ *     ckpt_mu it moves Begin past them, waits one epoch, reads their live counts and takes them
+ *     from the key and expire counts as expiries (log_count_dropped), then reads the rest as in
+ *     note 2. Why the counts stay exact:
+ *     - Nothing decrements a dropped unit's live count after it is read: a decrement comes from an
+ *       operation that found a version in the unit as the newest of its key, so one that walked
+ *       the chain with the old Begin; every such operation had finished by the epoch, and any
+ *       later one stops at the new Begin (addresses below Begin are absent to every chain walk,
+ *       fetch and index entry; hidx_clear_below only gives the slots back). That includes a
+ *       fetch that found the record before the move for an operation re-run after it: pend_cold
+ *       answers absent for a cached record below Begin (a pass that reads copies or deletes
+ *       every counted record before it passes it, so there the re-run meets the newer version;
+ *       a drop leaves none).
+ *     - No key is counted twice: an operation that found the version live or expired before the
+ *       move and replaced it (a write, a delete, lazy expiry) applied its key count change and the
+ *       unit's -1 together, before the epoch, so the key is not in the live count the drop takes
+ *       away; an operation that finds the key absent after the move counts it as a new key, the
+ *       drop having taken the old one away.
+ *     - The checkpoints: the move, the count and the subtraction are one section under ckpt_mu,
+ *       so a cut (with its count) comes wholly before it (its Begin and count still hold the
+ *       units: ckpt_hold keeps their segments) or wholly after.
+ *     - The rings alias units LOG_GARBAGE_SLOTS apart: a slot holds its unit's number and is
+ *       started over only by its owner, for a newer unit; a unit whose slot a newer unit holds in
+ *       some session is never dropped, and none can take it while the pass runs, the tail being
+ *       less than half a ring past the first unit dropped when the pass decides: another half a
+ *       ring (4096 units) would have to be written within the one epoch the pass waits. The
+ *       count checks the tags again; were one lost, the pass takes what the sessions still hold
+ *       and says so in its why (the count is then off; it returns 0: nothing live was lost).
+ *     Statistics stay statistics for the choice (note 3); these figures decide what goes unread,
+ *     so every figure errs towards "read it": a record whose CAS fails still counts its expiry.
+ *     The segments go by hlog_reclaim as any others (note 5).
  */
 
 #include <errno.h>
@@ -144,8 +187,11 @@ uint64_t hlog_compact_choose(hlog *l, double min_share, uint64_t max_units)
 	uint64_t ub = l->unit_bits, u0 = begin >> ub, best = 0;
 	double best_share = 0;
 	uint64_t g = 0;
+	/* Units a pass would drop unread (note 7) are garbage whole: their records have all expired. */
+	uint64_t expired_end = log_expired_prefix(l, begin, limit);
 	for (uint64_t u = u0; ((u + 1) << ub) <= limit && u - u0 < SPW_MIN(max_units, LOG_GARBAGE_SLOTS); u++) {
-		g += cmp_unit_garbage(l, u);
+		g += ((u + 1) << ub) <= expired_end ? (1ULL << ub) - ((u << ub) < begin ? begin - (u << ub) : 0)
+		                                    : cmp_unit_garbage(l, u);
 		uint64_t end = (u + 1) << ub;
 		double share = (double)g / (double)(end - begin);
 		if (share > 1)
@@ -490,6 +536,40 @@ static void cmp_begin_move(cmp_run *c, uint64_t end)
 	hidx_clear_below(c->l->idx, load_acq(&c->l->begin));
 }
 
+/* Note 7: drop the leading units of [begin, until) whose records have all expired, unread: Begin
+ * past them, one epoch, then their keys out of the counts. Returns Begin afterwards. */
+static uint64_t cmp_drop_expired(cmp_run *c, uint64_t begin, uint64_t until)
+{
+	hlog *l = c->l;
+	if (!l->ustats)
+		return begin;
+	cmp_mu_lock(c->s);
+	/* Under the lock: no FLUSHALL moves Begin or stats_from meanwhile. */
+	uint64_t b = load_acq(&l->begin), end = b == begin ? log_expired_prefix(l, b, until) : b;
+	if (end > b) {
+		hlog_session_protect(c->s);
+		alloc_begin_raise(c->s, end);   /* with a device nothing in memory changes */
+		hlog_session_unprotect(c->s);
+		ckpt_epoch_barrier(c->s);        /* every operation that saw the old Begin has finished */
+		int64_t keys;
+		uint64_t ub = l->unit_bits;
+		if (!log_expired_live(l, b >> ub, end >> ub, &keys))
+			snprintf(c->out->why, sizeof(c->out->why), "the key count may be off after dropping "
+			         "expired units [%" PRIu64 ", %" PRIu64 "): their figures were overwritten", b, end);
+		if (keys > 0) {
+			log_count_dropped(c->s, keys);
+			c->out->dropped_keys += (uint64_t)keys;
+		}
+		ctr_add(&c->s->compact_expired_drop_units, ((end - 1) >> ub) - (b >> ub) + 1);   /* b's too */
+		ctr_add(&c->s->compact_expired_drop_bytes, end - b);
+		c->out->dropped_bytes += end - b;
+	}
+	pthread_mutex_unlock(&l->ckpt_mu);
+	if (end > b)
+		hidx_clear_below(l->idx, load_acq(&l->begin));
+	return SPW_MAX(end, b);
+}
+
 int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_compact_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -507,9 +587,11 @@ int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_comp
 	int rc = cmp_open(&c);
 	if (rc == 0 && SPW_MIN(o->until, cmp_limit(l)) > begin) {
 		/* (SPW_MIN evaluates its arguments twice: the scan is a statement of its own.) */
-		uint64_t end = cmp_scan(&c, begin, SPW_MIN(o->until, cmp_limit(l)));
+		uint64_t from = cmp_drop_expired(&c, begin, SPW_MIN(o->until, cmp_limit(l)));
+		uint64_t until = SPW_MIN(o->until, cmp_limit(l));
+		uint64_t end = from < until ? cmp_scan(&c, from, until) : from;
 		end = SPW_MIN(end, c.floor);
-		if (end > begin)
+		if (end > from)
 			cmp_begin_move(&c, end);
 		out->end = SPW_MAX(load_acq(&l->begin), begin);
 		rc = c.err;

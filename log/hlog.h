@@ -292,7 +292,9 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(compact_read_bytes, HLOG_CTR_SUM, "compaction_read_bytes", "bytes of log compaction read from the device") \
 	X(compact_copied,    HLOG_CTR_SUM, "compaction_copied_records", "live records compaction copied to the tail") \
 	X(compact_copied_bytes, HLOG_CTR_SUM, "compaction_copied_bytes", "bytes of those copies") \
-	X(evicted_keys,      HLOG_CTR_SUM, NULL, "live keys dropped with their segment (cache mode; INFO evicted_keys)")
+	X(evicted_keys,      HLOG_CTR_SUM, NULL, "live keys dropped with their segment (cache mode; INFO evicted_keys)") \
+	X(compact_expired_drop_units, HLOG_CTR_SUM, NULL, "units (segments) compaction dropped unread, every record in them expired (INFO # Store)") \
+	X(compact_expired_drop_bytes, HLOG_CTR_SUM, NULL, "log bytes of those units (INFO # Store compaction_expired_drop_bytes)")
 
 /* One row of HLOG_COUNTERS for whoever lists them (INFO, later metrics): off is the field's offset
  * in hlog_info; hlog_counter_count rows, in table order. */
@@ -439,6 +441,8 @@ typedef struct hlog_compact_info {
 	uint64_t records;         /* records met */
 	uint64_t copied, copied_bytes, expired, evicted;
 	uint64_t removed_bytes;   /* device space given back (whole segments) */
+	uint64_t dropped_bytes;   /* of end - begin, the log dropped unread: every record expired */
+	uint64_t dropped_keys;    /* of expired, the keys that went with it */
 	uint64_t duration_us;
 	char why[160];            /* on failure */
 } hlog_compact_info;

@@ -223,6 +223,11 @@ struct hlog {
 	 * on the write path; readers sum them). Statistics only: correctness never depends on them. */
 	_Atomic int64_t *garbage;
 	uint32_t unit_bits;
+	/* compact_stats.c (compact.c note 7): per unit and session, what a pass needs to drop a unit
+	 * of expired records without reading it; NULL without a device. Units below stats_from hold
+	 * records this process did not see written (a recovered log, a FLUSHALL's tail unit). */
+	struct log_ustat *ustats;
+	_Atomic uint64_t stats_from;
 	pthread_mutex_t compact_one;       /* one compaction pass at a time */
 	_Atomic uint64_t reclaimed;        /* the device space below was given back (hlog_reclaim) */
 };
@@ -235,6 +240,76 @@ static inline void log_garbage_add(hlog_session *s, uint64_t addr, int64_t bytes
 	ctr_add_signed(&l->garbage[(uint64_t)s->id * LOG_GARBAGE_SLOTS +
 	                           ((addr >> l->unit_bits) & (LOG_GARBAGE_SLOTS - 1))], bytes);
 }
+
+/* compact.c note 7: one unit's statistics in one session's ring (slot unit & (LOG_GARBAGE_SLOTS
+ * - 1)), written only by the session's thread. unit is the unit number + 1 the slot holds (0:
+ * none); the owner starts a slot over when it first writes for a newer unit. max_exp: the latest
+ * expiry of the value records written into the unit; blockers: value records without an expiry,
+ * and records that run on into the next unit (the unit's end is not a record boundary); live: the
+ * keys whose newest version is a value record in the unit (+1 published, -1 superseded). */
+typedef struct log_ustat {
+	_Atomic uint64_t unit;
+	_Atomic int64_t max_exp, blockers, live;
+} log_ustat;
+
+/* The session's slot of addr's unit, started over for it if it held an older unit; NULL when a
+ * newer unit holds it (the readers then trust no session's figures for addr's unit). */
+static inline log_ustat *log_ustat_slot(hlog_session *s, uint64_t addr)
+{
+	hlog *l = s->l;
+	uint64_t u = (addr >> l->unit_bits) + 1;
+	log_ustat *p = &l->ustats[(uint64_t)s->id * LOG_GARBAGE_SLOTS + ((u - 1) & (LOG_GARBAGE_SLOTS - 1))];
+	uint64_t t = atomic_load_explicit(&p->unit, memory_order_relaxed);
+	if (SPW_LIKELY(t == u))
+		return p;
+	if (t > u)
+		return NULL;
+	/* The tag first, then a fence: a reader that sees any of the new figures sees the new tag. */
+	atomic_store_explicit(&p->unit, u, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&p->max_exp, INT64_MIN, memory_order_relaxed);
+	atomic_store_explicit(&p->blockers, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->live, 0, memory_order_relaxed);
+	return p;
+}
+
+/* A value record (or, !wr, a tombstone) of size bytes written at addr: its expiry (HLOG_NO_EXPIRY
+ * for none) into the unit's figures. Also for a record whose CAS may still fail: the figures only
+ * err towards "not droppable". */
+static inline void log_ustat_write(hlog_session *s, uint64_t addr, uint64_t size, bool wr, int64_t exp)
+{
+	if (!s->l->ustats)
+		return;
+	log_ustat *p = log_ustat_slot(s, addr);
+	if (!p)
+		return;
+	bool spans = (addr >> s->l->unit_bits) != ((addr + size - 1) >> s->l->unit_bits);
+	if ((wr && exp == HLOG_NO_EXPIRY) || spans)
+		ctr_add_signed(&p->blockers, 1);
+	else if (wr && exp > atomic_load_explicit(&p->max_exp, memory_order_relaxed))
+		atomic_store_explicit(&p->max_exp, exp, memory_order_relaxed);
+}
+
+/* The key whose newest version is (d = +1) or was (d = -1) the value record at addr. */
+static inline void log_ustat_live(hlog_session *s, uint64_t addr, int64_t d)
+{
+	if (!s->l->ustats)
+		return;
+	log_ustat *p = log_ustat_slot(s, addr);
+	if (p)
+		ctr_add_signed(&p->live, d);
+}
+
+int log_ustats_open(hlog *l);
+void log_ustats_close(hlog *l);
+/* Units below addr hold records whose figures this process never saw (recovery, FLUSHALL). */
+void log_ustats_forget(hlog *l, uint64_t addr);
+/* compact_stats.c: the end of the leading units of [begin, until) a pass may drop unread (their
+ * records all expired; note 7), or begin. */
+uint64_t log_expired_prefix(hlog *l, uint64_t begin, uint64_t until);
+bool log_expired_live(hlog *l, uint64_t u0, uint64_t u1, int64_t *keys);
+/* ops.c: n keys went with units dropped unread: the counts as n expiries (compact.c note 7). */
+void log_count_dropped(hlog_session *s, int64_t n);
 
 /* Compaction's conditional copy (ops.c): if the newest version of k is still the record at src,
  * copy it to the tail (LOG_RELOCATE_COPY), or delete it (the EVICT kinds, and an expired one in

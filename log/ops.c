@@ -236,6 +236,19 @@ static void log_count(hlog_session *s, uint64_t addr, int st, uint64_t old_info,
 		ctr_add(&s->expired_keys, 1);
 }
 
+void log_count_dropped(hlog_session *s, int64_t n)
+{
+	/* Every key of a dropped unit had an expiry, and every change there lies below any cut taken
+	 * since (the caller holds ckpt_mu: no cut is between its count and its write-out). */
+	uint32_t q = atomic_load_explicit(&s->cnt_seq, memory_order_relaxed);
+	atomic_store_explicit(&s->cnt_seq, q + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	ctr_add_signed(&s->keys, -n);
+	ctr_add_signed(&s->expires, -n);
+	atomic_store_explicit(&s->cnt_seq, q + 2, memory_order_release);
+	ctr_add(&s->expired_keys, (uint64_t)n);
+}
+
 static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool in_place)
 {
 	if (op->kind == OP_UPSERT)
@@ -452,6 +465,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
 		log_garbage_add(s, u->a, rec_size(r, info));
+		log_ustat_live(s, u->a, -1);   /* R was counted (live or expired): it is not any more */
 		log_count(s, u->a, u->st, info, u->plan.action, false);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
@@ -463,8 +477,13 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (u->new_exp == cur_exp && u->size == rec_size(r, info)) {
 		/* In place. A tombstoned or expired R is revived: fill writes it whole. */
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
-		if (u->st == ST_TOMB)
+		if (u->st == ST_TOMB) {
 			log_garbage_add(s, u->a, -(int64_t)u->size);
+			log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
+		}
+		/* A new expiry in place (compact.c note 7: the unit's latest expiry must know it). */
+		if (u->new_exp)
+			log_ustat_write(s, u->a, u->size, true, u->plan.expire_ms);
 		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
@@ -546,6 +565,7 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	memcpy(rec_key(n, ninfo), k->ptr, k->len);
 	if (u->wr)
 		log_fill(op, u->oldp, rec_val(n, ninfo), false);
+	log_ustat_write(s, (uint64_t)na, u->size, u->wr, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 	uint64_t seq = log_redo_seq(s);
 	/* The CAS publishes the record's bytes (release) to whoever reads the entry. */
 	if (!hidx_slot_cas(&u->slot, (uint64_t)na)) {
@@ -562,8 +582,14 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	if (u->mut)
 		rec_unlock_excl(u->r, u->info | REC_SEALED);
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
-	if ((uint64_t)na >= load_acq(&l->begin))
+	if ((uint64_t)na >= load_acq(&l->begin)) {
 		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
+		/* The same transition by unit (compact.c note 7): R's unit loses the key, na's gains it. */
+		if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
+			log_ustat_live(s, u->found, -1);
+		if (u->wr)
+			log_ustat_live(s, (uint64_t)na, 1);
+	}
 	log_update_garbage(s, op, u, (uint64_t)na);
 	return u->result;
 }
@@ -678,6 +704,8 @@ int hlog_flush_all(hlog_session *s)
 			usleep(200);   /* a write-out may take seconds: do not burn the core meanwhile */
 	}
 	uint64_t head = alloc_truncate(s);
+	/* The flushed records' keys stay in the figures of Begin's unit: it is never dropped unread. */
+	log_ustats_forget(l, load_acq(&l->begin));
 	/* The seq after Begin moved: a change racing the flush either checked Begin before it moved
 	 * (and got a lower seq) or finds its record below Begin and logs nothing (log_redo). */
 	uint64_t seq = log_redo_seq(s);

@@ -20,7 +20,8 @@
  *        FOUND / ABSENT / FAILED --pend_fetch_finish: op->reads-- ; 0 --> ready list
  *        ready list --hlog_session_poll (pend_ready_run)--> ready(cb_arg, op_ctx), once per wave
  *        re-run: index -> walk; a newer version in memory wins; reaching A again --> the cached
- *            FOUND copy (plan/read from it, CAS against the entry word of this run) or ABSENT;
+ *            FOUND copy (plan/read from it, CAS against the entry word of this run) or ABSENT
+ *            (also a FOUND copy whose record Begin has passed since: compact.c note 7);
  *            reaching another cold address --> a new fetch (A is not trusted for another address)
  *        hlog_session_release(op_ctx) --> entries freed (reads still in flight: on completion)
  *
@@ -471,6 +472,12 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 				return PEND_ABSENT;
 			default:
 				ctr_add(&s->pending_hits, 1);
+				/* Begin passed the record since the fetch found it: absent now, as a fetch finishing
+				 * now would be. Compaction copies a record before it passes it, so the re-run meets
+				 * the copy first; a unit of expired records dropped unread has no copy (compact.c
+				 * note 7), and its keys have left the count. */
+				if (f->addr < load_acq(&l->begin))
+					return PEND_ABSENT;
 				*r = (log_rec *)(f->buf + (f->addr - f->base));
 				*info = atomic_load_explicit(&(*r)->info, memory_order_relaxed) &
 				        ~(REC_LOCK_X | REC_LOCK_S_MASK);

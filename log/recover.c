@@ -364,6 +364,8 @@ int hlog_recover(hlog *l, hlog_session *s, const char *dir, dev *logdev, int whi
 			hold = SPW_MIN(hold, pm.begin);
 	}
 	atomic_store(&l->ckpt_hold, hold);
+	/* What the recovered log holds was not counted by unit here (compact.c note 7). */
+	log_ustats_forget(l, tail_address(l, load_acq(&l->tail)));
 	if (l->dev)   /* what the checkpoints' retirement removed before the restart */
 		atomic_store(&l->reclaimed, hold & ~(l->dev->segment_bytes - 1));
 	out->id = m.id;

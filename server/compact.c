@@ -211,10 +211,11 @@ static int compact_pass(hlog_session *s, const hlog_compact_opts *o, hlog_compac
 	int rc = hlog_compact(g_srv.store, s, o, ci);
 	if (ci->end > ci->begin) {
 		spw_log(SPW_LOG_NOTICE, 0, "Compaction%s: Begin %" PRIu64 " -> %" PRIu64 ", %" PRIu64
-		        " records copied (%" PRIu64 " bytes), %" PRIu64 " expired, %" PRIu64 " evicted, %" PRIu64
-		        " bytes read in %" PRIu64 " ms", o->mode != HLOG_COMPACT_COPY ? " (evicting)" : "",
-		        ci->begin, ci->end, ci->copied, ci->copied_bytes, ci->expired, ci->evicted,
-		        ci->read_bytes, ci->duration_us / 1000);
+		        " records copied (%" PRIu64 " bytes), %" PRIu64 " expired (%" PRIu64 " bytes of them dropped "
+		        "unread), %" PRIu64 " evicted, %" PRIu64 " bytes read in %" PRIu64 " ms",
+		        o->mode != HLOG_COMPACT_COPY ? " (evicting)" : "", ci->begin, ci->end, ci->copied,
+		        ci->copied_bytes, ci->expired, ci->dropped_bytes, ci->evicted, ci->read_bytes,
+		        ci->duration_us / 1000);
 		uint64_t more = 0;
 		if (g_srv.dev)   /* without one, no segment waits for them: the frames are free already */
 			compact_checkpoints(s, &more);
@@ -444,11 +445,15 @@ void compact_info(struct sbuf *b)
 {
 	hlog_space sp;
 	hlog_space_get(g_srv.store, &sp);
+	hlog_info hi;
+	hlog_info_get(g_srv.store, &hi);
 	pthread_mutex_lock(&cs.lock);
 	sb_printf(b, "compaction_passes:%" PRIu64 "\r\n"
 	          "compaction_failures:%" PRIu64 "\r\n"
 	          "compaction_evicting_passes:%" PRIu64 "\r\n"
 	          "compaction_moved_bytes:%" PRIu64 "\r\n"
+	          "compaction_expired_drop_units:%" PRIu64 "\r\n"
+	          "compaction_expired_drop_bytes:%" PRIu64 "\r\n"
 	          "compaction_removed_bytes:%" PRIu64 "\r\n"
 	          "compaction_last_duration_ms:%" PRIu64 "\r\n"
 	          "log_begin_address:%" PRIu64 "\r\n"
@@ -459,7 +464,7 @@ void compact_info(struct sbuf *b)
 	          "disk_max:%" PRIu64 "\r\n"
 	          "disk_oom:%d\r\n",
 	          cs.passes, cs.failures, cs.evicting_passes, cs.moved_bytes,
-	          cs.removed_bytes, cs.last.duration_us / 1000, sp.begin, sp.units, sp.unit_bytes,
+	          hi.compact_expired_drop_units, hi.compact_expired_drop_bytes, cs.removed_bytes, cs.last.duration_us / 1000, sp.begin, sp.units, sp.unit_bytes,
 	          sp.garbage, cs.disk_used, (uint64_t)__atomic_load_n(&g_cfg.disk_max, __ATOMIC_RELAXED),
 	          (atomic_load(&g_srv.deny_oom) & SPW_OOM_DISK) ? 1 : 0);
 	pthread_mutex_unlock(&cs.lock);

@@ -69,8 +69,8 @@ static void bulk_cmd(itest_buf *b, int argc, const char *const *argv, const size
 		itest_buf_bulk(b, argv[a], lens[a]);
 }
 
-/* SET keys [from, to) to version v, pipelined; every reply must be +OK. */
-static void write_version(itest_conn *c, int from, int to, int v)
+/* SET keys [from, to) to version v (with PX px unless NULL), pipelined; every reply must be +OK. */
+static void write_ttl(itest_conn *c, int from, int to, int v, const char *px)
 {
 	char k[32], val[VAL];
 	for (int i = from; i < to;) {
@@ -78,18 +78,23 @@ static void write_version(itest_conn *c, int from, int to, int v)
 		for (int n = 0; n < BATCH && i < to; n++, i++) {
 			size_t kl = key_of(i, k);
 			val_of(i, v, val);
-			const char *argv[] = { "SET", k, val };
-			size_t lens[] = { 3, kl, VAL };
-			bulk_cmd(&cmd, 3, argv, lens);
+			const char *argv[] = { "SET", k, val, "PX", px };
+			size_t lens[] = { 3, kl, VAL, 2, px ? strlen(px) : 0 };
+			bulk_cmd(&cmd, px ? 5 : 3, argv, lens);
 			itest_buf_add(&want, "+OK\r\n", 5);
 		}
 		assert_int_equal(itest_conn_send(c, cmd.p, cmd.len), 0);
 		char err[512];
 		if (itest_replies_check(c, want.p, want.len, NULL, err, sizeof(err)) < 0)
-			fail_msg("write_version %d: %s", v, err);
+			fail_msg("write_ttl %d: %s", v, err);
 		free(cmd.p);
 		free(want.p);
 	}
+}
+
+static void write_version(itest_conn *c, int from, int to, int v)
+{
+	write_ttl(c, from, to, v, NULL);
 }
 
 /* GET keys [from, to): version v[i] (0 = absent), pipelined. */
@@ -347,6 +352,92 @@ static void test_cache_mode_drops_the_oldest_keys_to_stay_within_the_disk_budget
 	shutdown_wait(&s, &c);
 }
 
+/* TTL churn: 12 MB of keys with a short TTL over 1 MB segments, then live keys without one. Once
+ * they have expired, COMPACT drops their segments without reading them (INFO
+ * compaction_expired_drop_bytes; compaction_read_bytes grew by less than the log left after them),
+ * DBSIZE falls to the live keys, expired_keys counts every expired key, and none comes back. */
+static void test_segments_of_expired_keys_go_unread(void **state)
+{
+	(void)state;
+	enum { E = 12000, L = 1000 };
+	static const char *const extra[] = { "--compaction-max-segments", "0", NULL };
+	static int want[E + L];
+	itest_server s;
+	itest_conn c;
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	write_ttl(&c, 0, E, 1, "1500");
+	long long written = itest_now_ms();
+	write_version(&c, E, E + L, 1);
+	long long exp0 = itest_info_field(&c, "stats", "expired_keys");
+	long long read0 = itest_info_stat(&c, "compaction_read_bytes");
+	long long span = itest_info_field(&c, "store", "Log.TailAddress") -
+	                 itest_info_field(&c, "store", "Log.BeginAddress");
+	/* Past the TTL and the drop's margin on the clock (2 s, compact.c note 7), then COMPACT until
+	 * a pass has dropped some (the compactor's clock is the one that decides). */
+	while (itest_now_ms() < written + 1500 + 2500)
+		itest_sleep_ms(100);
+	long long dropped = 0;
+	for (long long until = itest_now_ms() + 60000; dropped == 0 && itest_now_ms() < until;) {
+		itest_expect(&c, "+OK\r\n", "compact", NULL);
+		dropped = itest_info_field(&c, "store", "compaction_expired_drop_bytes");
+		if (!dropped)
+			itest_sleep_ms(500);
+	}
+	long long read = itest_info_stat(&c, "compaction_read_bytes") - read0;
+	print_message("expired drop: %lld bytes dropped unread (%lld units), %lld bytes read, log %lld bytes\n",
+	              dropped, itest_info_field(&c, "store", "compaction_expired_drop_units"), read, span);
+	assert_true(dropped >= 6LL << 20);   /* most of the 12 MB of TTL keys */
+	assert_true(read <= span - dropped);
+	/* DBSIZE falls to the live keys (what is left in memory goes by active expiry). */
+	char live[32];
+	snprintf(live, sizeof(live), ":%d\r\n", L);
+	char *r = NULL;
+	for (long long until = itest_now_ms() + 60000; itest_now_ms() < until; itest_sleep_ms(100)) {
+		free(r);
+		r = itest_call(&c, "dbsize", NULL);
+		if (!strcmp(r, live))
+			break;
+	}
+	assert_string_equal(r, live);
+	free(r);
+	assert_int_equal(itest_info_field(&c, "stats", "expired_keys") - exp0, E);
+	for (int i = 0; i < E + L; i++)
+		want[i] = i < E ? 0 : 1;
+	check_versions(&c, 0, E + L, want);
+	itest_expect(&c, live, "dbsize", NULL);
+	shutdown_wait(&s, &c);
+}
+
+/* The figures a drop decides by are this process's own: after a restart, the recovered segments
+ * (none of whose records this process saw written, so none counted against a drop) are read by
+ * compaction as before, never dropped unread: every key survives. */
+static void test_recovered_segments_are_never_dropped_unread(void **state)
+{
+	(void)state;
+	enum { N = 6000, M = 4000 };
+	static const char *const extra[] = { "--compaction-max-segments", "0", NULL };
+	static int want[N + M];
+	itest_server s;
+	itest_conn c;
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	write_version(&c, 0, N, 1);
+	shutdown_wait(&s, &c);
+	server_start(&s, extra);
+	assert_int_equal(itest_conn_open(&c, s.port), 0);
+	write_version(&c, N, N + M, 1);   /* the recovered segments go to the device part compacted */
+	long long passes = itest_info_field(&c, "store", "compaction_passes");
+	itest_expect(&c, "+OK\r\n", "compact", NULL);
+	assert_true(itest_info_field(&c, "store", "compaction_passes") > passes);
+	assert_int_equal(itest_info_field(&c, "store", "compaction_expired_drop_bytes"), 0);
+	for (int i = 0; i < N + M; i++)
+		want[i] = 1;
+	check_versions(&c, 0, N + M, want);
+	itest_expect(&c, ":10000\r\n", "dbsize", NULL);
+	shutdown_wait(&s, &c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +449,10 @@ int main(void)
 		                                itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_mode_drops_the_oldest_keys_to_stay_within_the_disk_budget,
 		                                itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_segments_of_expired_keys_go_unread, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_recovered_segments_are_never_dropped_unread, itest_data_dir_setup,
+		                                itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -252,9 +252,181 @@ static void test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them(
 	model_scan_check(&f->ts, &f->m, 0);
 }
 
+/* ---------------- units of expired records dropped unread (compact.c note 7) ---------------- */
+
+#define XE_VLEN 300
+
+/* Upsert key i of m (XE_VLEN bytes, expiry exp or HLOG_NO_EXPIRY) to completion, kept by the
+ * model as alive (the test session's clock is 1970's, so an expiry in the past of the real clock
+ * is still ahead of it). The log's tail afterwards: the record's end, nothing else writing. */
+static uint64_t xe_put(tsess *ts, model *m, int i, int64_t exp)
+{
+	top o = { .kind = T_UPSERT, .m = m, .i = i, .len = XE_VLEN,
+	          .expire_ms = exp == HLOG_NO_EXPIRY ? 0 : exp };
+	uint8_t *b = malloc(XE_VLEN);
+	assert_non_null(b);
+	val_fill(b, XE_VLEN, i, 1);
+	o.val = b;
+	tier_drive(ts, &o, 1);
+	check_upsert(&o, m, NULL);
+	return info_of(ts->l).tail;
+}
+
+/* One pass over [Begin, until), on a session of its own. */
+static hlog_compact_info xe_pass(tier *f, uint64_t until)
+{
+	tsess_settle(&f->ts);
+	int fd;
+	hlog_session *s = store_session_open(f->env.l, cmp_ready_noop, NULL, 1000000, &fd);
+	hlog_compact_opts o = { .until = until, .mode = HLOG_COMPACT_COPY };
+	hlog_compact_info ci;
+	assert_int_equal(hlog_compact(f->env.l, s, &o, &ci), 0);
+	hlog_session_close(s);
+	fprintf(stderr, "expired drop: Begin %llu -> %llu, %llu bytes (%llu keys) dropped unread, %llu bytes read, "
+	        "%llu expired, %llu copied\n", (unsigned long long)ci.begin, (unsigned long long)ci.end,
+	        (unsigned long long)ci.dropped_bytes, (unsigned long long)ci.dropped_keys,
+	        (unsigned long long)ci.read_bytes, (unsigned long long)ci.expired, (unsigned long long)ci.copied);
+	return ci;
+}
+
+/* E keys whose expiry has passed (by the real clock, which compaction decides on) fill the first
+ * units, a keeper with no expiry is written once the tail is past keep_at (0: none), then F keys
+ * without expiry push them all to the device. One pass: the leading units holding only expired
+ * records go without a read of them (the counters prove it), the key count falls by exactly the
+ * keys that lay there, and no expired key comes back, on the real clock or the test's old one. */
+static void xe_run(tier *f, uint64_t keep_at, uint64_t want_units, bool flush_first)
+{
+	enum { E = 12000, F = 6000 };
+	hlog *l = f->env.l;
+	int64_t past = spw_time_ms() - 60000;
+	model_init(&f->m, E, "xe");
+	model_init(&f->other, F + 1, "xk");
+	uint64_t *end_of = calloc(E, sizeof(uint64_t));
+	assert_non_null(end_of);
+	bool kept = keep_at == 0;
+	if (flush_first) {
+		/* Keys counted in Begin's unit, then flushed: that unit's figures hold them still. */
+		for (int i = 0; i < E / 4; i++)
+			xe_put(&f->ts, &f->m, i, past);
+		hlog_session_protect(f->ts.s);
+		assert_int_equal(hlog_flush_all(f->ts.s), HLOG_OK);
+		hlog_session_unprotect(f->ts.s);
+		assert_int_equal(hlog_key_count(l), 0);
+	}
+	for (int i = 0; i < E; i++) {
+		end_of[i] = xe_put(&f->ts, &f->m, i, past);
+		if (!kept && end_of[i] > keep_at) {
+			xe_put(&f->ts, &f->other, F, HLOG_NO_EXPIRY);   /* the keeper */
+			kept = true;
+		}
+	}
+	for (int i = 0; i < F; i++)
+		xe_put(&f->ts, &f->other, i, HLOG_NO_EXPIRY);
+	uint64_t live_other = model_live(&f->other);
+	assert_int_equal(hlog_key_count(l), E + live_other);
+	hlog_info i0 = info_of(l);
+	hlog_compact_info ci = xe_pass(f, UINT64_MAX);
+	hlog_info i1 = info_of(l);
+	hlog_space sp;
+	hlog_space_get(l, &sp);
+	/* The path ran, for exactly the units wanted. */
+	assert_int_equal(ci.dropped_bytes, want_units ? want_units * sp.unit_bytes - ci.begin % sp.unit_bytes : 0);
+	assert_int_equal(i1.compact_expired_drop_bytes - i0.compact_expired_drop_bytes, ci.dropped_bytes);
+	assert_int_equal(i1.compact_expired_drop_units - i0.compact_expired_drop_units, want_units);
+	/* Nothing of them was read: the pass's page reads began where they end. */
+	uint64_t from = ci.begin + ci.dropped_bytes;
+	assert_true(ci.end >= from);
+	assert_true(ci.read_bytes <= ci.end - from + TIER_PAGE);
+	assert_int_equal(i1.compact_read_bytes - i0.compact_read_bytes, ci.read_bytes);
+	/* The keys that lay there, exactly, went from the count as expiries; the scan removed the rest. */
+	uint64_t there = 0;
+	for (int i = 0; i < E; i++)
+		there += end_of[i] <= from;
+	assert_int_equal(ci.dropped_keys, there);
+	assert_int_equal(ci.expired, E);
+	assert_int_equal(i1.expired_keys - i0.expired_keys, ci.expired);
+	assert_int_equal(hlog_key_count(l), live_other);
+	assert_int_equal(hlog_expires_count(l), 0);
+	/* None comes back, even to the test's 1970 clock; the others read their values. */
+	for (int i = 0; i < E; i++)
+		f->m.keys[i].alive = false;
+	model_read_all(&f->ts, &f->m);
+	model_read_all(&f->ts, &f->other);
+	hlog_session_set_now(f->ts.s, spw_time_ms());
+	model_read_all(&f->ts, &f->m);
+	model_read_all(&f->ts, &f->other);
+	model_scan_check(&f->ts, &f->other, 0);
+	assert_int_equal(hlog_key_count(l), live_other);
+	assert_int_equal(info_of(l).pending_errors, 0);
+	free(end_of);
+}
+
+static void test_tier_compaction_drops_units_of_expired_records_unread(void **state)
+{
+	xe_run(*state, 0, 3, false);   /* 12000 x 3xx bytes: three whole 1 MiB units, then the fourth */
+}
+
+/* One key without an expiry in the second unit: that unit is read (the keeper survives), only the
+ * first goes unread. */
+static void test_tier_compaction_reads_a_unit_holding_a_key_without_expiry(void **state)
+{
+	xe_run(*state, MIB + 100 * KIB, 1, false);
+}
+
+/* After a FLUSHALL, Begin's unit holds keys the flush took from the count: it is read, never
+ * dropped unread (its live figure would take them again), and the count stays exact. */
+static void test_tier_compaction_reads_the_unit_a_flushall_left_begin_in(void **state)
+{
+	xe_run(*state, 0, 0, true);
+}
+
+/* A read parked on a fetch that found its key's record in a unit the next pass drops unread (the
+ * chain runs through a newer record of a colliding key that stays): re-run after the drop, it
+ * finds the key absent, not the fetched copy (which the test's 1970 clock would take for live). */
+static void test_tier_a_fetch_that_found_a_dropped_record_reads_absent_after_the_drop(void **state)
+{
+	tier *f = *state;
+	enum { E = 9000, F = 6000 };
+	hlog *l = f->env.l;
+	int64_t past = spw_time_ms() - 60000;
+	model fill;
+	model_init(&f->m, 2, "xc");
+	f->m.shared_hash = true;              /* key 1's record leads to key 0's on one chain */
+	model_init(&f->other, E, "xe");
+	model_init(&fill, F, "xf");
+	xe_put(&f->ts, &f->m, 0, past);       /* the first record of unit 0 */
+	for (int i = 0; i < E; i++)
+		xe_put(&f->ts, &f->other, i, past);
+	xe_put(&f->ts, &f->m, 1, HLOG_NO_EXPIRY);   /* in unit 2, which stays */
+	for (int i = 0; i < F; i++)
+		xe_put(&f->ts, &fill, i, HLOG_NO_EXPIRY);
+	top o = { .kind = T_READ, .m = &f->m, .i = 0 };
+	hlog_session_protect(f->ts.s);
+	assert_int_equal(top_run(&f->ts, &o), HLOG_PENDING);
+	o.parked = true;
+	tier_wait_ready(&f->ts, &o);          /* the fetch read key 1's record, then key 0's: found */
+	hlog_session_unprotect(f->ts.s);
+	/* Only the drop: a scan would not find the colliding keys (compaction hashes their bytes). */
+	hlog_compact_info ci = xe_pass(f, 2 * MIB);
+	assert_int_equal(ci.begin + ci.dropped_bytes, 2 * MIB);
+	hlog_session_protect(f->ts.s);
+	assert_int_equal(top_run(&f->ts, &o), HLOG_NOTFOUND);
+	hlog_session_release(f->ts.s, &o);
+	hlog_session_unprotect(f->ts.s);
+	f->m.keys[0].alive = false;
+	model_read_all(&f->ts, &f->m);
+	model_read_all(&f->ts, &fill);
+	assert_int_equal(hlog_key_count(l), 2 + E + F - ci.dropped_keys);
+	model_free(&fill);
+}
+
 #define COMPACT_TESTS \
 	TIER_TEST(test_tier_compaction_copies_the_live_records_and_gives_the_segments_back), \
 	TIER_TEST(test_tier_compaction_racing_writers_deletes_and_expiry_loses_and_resurrects_nothing), \
-	TIER_TEST(test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them)
+	TIER_TEST(test_tier_compaction_evicting_drops_the_oldest_keys_and_counts_them), \
+	TIER_TEST(test_tier_compaction_drops_units_of_expired_records_unread), \
+	TIER_TEST(test_tier_compaction_reads_a_unit_holding_a_key_without_expiry), \
+	TIER_TEST(test_tier_compaction_reads_the_unit_a_flushall_left_begin_in), \
+	TIER_TEST(test_tier_a_fetch_that_found_a_dropped_record_reads_absent_after_the_drop)
 
 #endif
