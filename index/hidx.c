@@ -86,7 +86,9 @@
  *    order; then makes the new table current, waits for the helpers still copying (hx_helpers), and
  *    unmaps the old one once quiesce() says no thread still holds it (the log's epoch).
  *    hx_grow_mu keeps hidx_clear_below off the tables until no helper writes (a slot a clear
- *    freed must not get a copied value back): a FLUSHALL during a split waits for it. An image
+ *    freed must not get a copied value back): a clear that comes during a split leaves its limit
+ *    for the grower, who runs it on the new table afterwards (a clear only gives slots back: an
+ *    entry below Begin reads as absent already), so a FLUSHALL never waits for a split. An image
  *    save holds hx_grow_one, so no growth starts under it.
  *  - Splitting bucket i (hidx_split, which any thread may run; they help each other and the grower
  *    and all compute the same result): set FROZEN in the main bucket's overflow word; then freeze
@@ -336,6 +338,35 @@ out:
 	return rc;
 }
 
+/* Map pages ahead until n overflow buckets can be handed out without a new mapping (a growth, before
+ * its split: a copy must not fail half way). 0 or -ENOMEM. */
+static int hidx_overflow_prepare(hidx *h, uint64_t n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	for (;;) {
+		uint64_t unused = h->hx_ovf_npages * HIDX_OVF_PAGE_BUCKETS - (h->hx_ovf_next - 1);
+		uint64_t avail = unused + h->hx_ovf_free_count + h->hx_ovf_nreleased * HIDX_OVF_PAGE_BUCKETS;
+
+		if (avail >= n)
+			break;
+		if (h->hx_ovf_npages == HIDX_OVF_MAX_PAGES) {
+			rc = -ENOMEM;
+			break;
+		}
+		hidx_bucket *mem = hidx_map(HIDX_OVF_PAGE_BYTES);
+		if (!mem) {
+			rc = -ENOMEM;
+			break;
+		}
+		atomic_store_explicit(&h->hx_ovf_pages[h->hx_ovf_npages], mem, memory_order_release);
+		h->hx_ovf_npages++;
+	}
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+	return rc;
+}
+
 /* Only with no other thread using h (a failed image load): unmapping pages breaks invariant 3 for
  * any reader still walking a chain. */
 void hidx_reset(hidx *h)
@@ -395,6 +426,7 @@ static int hidx_chain_extend(hidx *h, hidx_bucket *tail)
 /* ---- lookups and inserts ----------------------------------------------------------------------- */
 
 static void hidx_split(hidx *h, hidx_table *t, uint64_t i);
+static void hidx_clear_run(hidx *h);
 
 /* The main bucket of hash in the newest table whose bucket is not frozen (note "Growth"): one
  * load of a word the caller reads next anyway when no growth runs. */
@@ -647,9 +679,11 @@ static int hidx_place(hidx *h, hidx_bucket **b, unsigned *pos, uint64_t w)
 }
 
 /* Split bucket i of t into buckets i and i + N of t's next table. Any thread may run it, at once
- * with others: the result is the same. An allocation failure (no overflow bucket for a chain longer
- * than 7 in one half) cannot be handed back to a reader in the middle of a lookup, so it is retried:
- * the other half's chain is no longer than the old one, which held the entries before. */
+ * with others: the result is the same. An allocation failure cannot be handed back to a reader in
+ * the middle of a lookup, so it is retried; hidx_grow mapped, before the first freeze, as many
+ * overflow buckets as the old chains had linked, and the two halves of a chain never need more
+ * than it had (ceil(a/7) + ceil(b/7) - 2 <= ceil((a+b)/7) - 1), so only inserts made meanwhile
+ * can run the allocator dry. */
 static void hidx_split(hidx *h, hidx_table *t, uint64_t i)
 {
 	hidx_bucket *head = &t->ht_buckets[i];
@@ -781,21 +815,29 @@ int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 
 	if (t->ht_grown >= HIDX_GROW_MAX)
 		goto out;
+	hidx_stats st;
+	hidx_stats_get(h, &st);
 	rc = -ENOMEM;
+	/* the copy's overflow buckets (hidx_split), with room for the inserts made meanwhile */
+	if (hidx_overflow_prepare(h, st.overflow_buckets + st.overflow_buckets / 8 + 64) < 0)
+		goto out;
 	if (!(n = hidx_table_new(t->ht_base_bits + t->ht_grown + 1, t->ht_grown + 1)))
 		goto out;
-	atomic_store(&h->hx_old_bytes, t->ht_bytes);
+	/* both arrays are counted from here to the retirement: the new one while it fills */
+	atomic_store(&h->hx_old_bytes, n->ht_bytes);
 	pthread_mutex_lock(&h->hx_grow_mu);
 	atomic_store(&t->ht_next, n);   /* before the first FROZEN: whoever sees one finds n */
 	for (uint64_t i = 0; i <= t->ht_mask; i++)
 		hidx_split(h, t, i);
 	hidx_set_cur(h, n);
+	atomic_store(&h->hx_old_bytes, t->ht_bytes);
 	/* A helper still copying could otherwise write a value into a slot of n that a clear freed
 	 * meanwhile. Helpers wait on nothing but a tentative claim or the allocator: a short wait. */
 	for (unsigned spins = 0; atomic_load(&h->hx_helpers) != 0;)
 		if (++spins > 64)
 			sched_yield();
 	pthread_mutex_unlock(&h->hx_grow_mu);
+	hidx_clear_run(h);   /* the clears that came during the split */
 	/* Threads that loaded t before the switch still walk it (and find SPLIT, so go to n). */
 	if (quiesce)
 		quiesce(ctx);
@@ -810,26 +852,52 @@ out:
 
 /* ---- scan and clear ---------------------------------------------------------------------------- */
 
-/* Bucket i of t and its chain; a frozen one through the two buckets it splits into. */
+/* Bucket i of t and its chain; a frozen one through the two buckets it splits into. The words of a
+ * walk are handed to fn only once the chain is known not to have frozen under it, so that no entry
+ * is reported twice by one call (the next table would give it again). */
 static void hidx_scan_bucket(hidx *h, hidx_table *t, uint64_t i, hidx_visit_fn fn, void *ctx)
 {
 	hidx_bucket *head = &t->ht_buckets[i];
 
 	if (!hidx_frozen(head)) {
+		uint64_t stack[64], *w = stack, cap = SPW_ARRAY_LEN(stack), n = 0;
 		hidx_bucket *b = head;
 
 		do {
 			for (int j = 0; j < HIDX_BUCKET_ENTRIES; j++) {
-				uint64_t w = atomic_load_explicit(&b->hb_entry[j], memory_order_acquire);
+				uint64_t x = atomic_load_explicit(&b->hb_entry[j], memory_order_acquire);
 
-				if (!(w & HIDX_TENTATIVE) && (w & HIDX_ADDR_MASK))
-					fn(ctx, w);
+				if ((x & HIDX_TENTATIVE) || !(x & HIDX_ADDR_MASK))
+					continue;
+				if (n == cap) {
+					/* a chain past 64 entries: rare, so the heap; without memory, what
+					 * was seen goes out now (a freeze after it may repeat those) */
+					uint64_t *nw = malloc(2 * cap * sizeof(*nw));
+					if (nw) {
+						memcpy(nw, w, n * sizeof(*nw));
+						if (w != stack)
+							free(w);
+						w = nw;
+						cap *= 2;
+					} else {
+						for (uint64_t k = 0; k < n; k++)
+							fn(ctx, w[k]);
+						n = 0;
+					}
+				}
+				w[n++] = x;
 			}
 			b = hidx_bucket_next(h, b, memory_order_acquire);
 		} while (b);
-		if (SPW_LIKELY(!hidx_frozen(head)))
+		bool frozen = hidx_frozen(head);
+		if (!frozen)
+			for (uint64_t k = 0; k < n; k++)
+				fn(ctx, w[k]);
+		if (w != stack)
+			free(w);
+		if (SPW_LIKELY(!frozen))
 			return;
-		/* frozen under the walk: the entries it skipped are in the next table (some twice) */
+		/* frozen under the walk: its entries are all in the next table's two buckets */
 	}
 	hidx_split(h, t, i);
 	hidx_table *n = atomic_load_explicit(&t->ht_next, memory_order_acquire);
@@ -837,26 +905,37 @@ static void hidx_scan_bucket(hidx *h, hidx_table *t, uint64_t i, hidx_visit_fn f
 	hidx_scan_bucket(h, n, i + t->ht_mask + 1, fn, ctx);
 }
 
-uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx)
+uint64_t hidx_scan_base(hidx *h, uint64_t base, uint64_t cursor, uint64_t count, hidx_visit_fn fn,
+			void *ctx)
 {
 	hidx_table *t = hidx_cur(h);
 	const uint64_t buckets = t->ht_mask + 1;
 	uint64_t end;
 
-	if (cursor >= buckets)
+	/* the table only doubles, so a base from earlier divides buckets; 0 (or a base from a
+	 * table that was larger: a reshape) numbers the buckets as they are now */
+	if (base == 0 || base > buckets)
+		base = buckets;
+	if (cursor >= base)
 		return 0;
 	/* count 0 still makes progress, so a caller's loop always ends */
-	end = count >= buckets - cursor ? buckets : cursor + SPW_MAX(count, 1);
-	for (uint64_t i = cursor; i < end; i++)
-		hidx_scan_bucket(h, t, i, fn, ctx);
-	return end < buckets ? end : 0;
+	end = count >= base - cursor ? base : cursor + SPW_MAX(count, 1);
+	for (uint64_t j = cursor; j < end; j++)
+		for (uint64_t i = j; i < buckets; i += base)
+			hidx_scan_bucket(h, t, i, fn, ctx);
+	return end < base ? end : 0;
+}
+
+uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx)
+{
+	return hidx_scan_base(h, 0, cursor, count, fn, ctx);
 }
 
 /* Overflow buckets stay linked (invariant 3); only their entries become free. Off a growth's
- * split (hx_grow_mu): a freed slot that the split had copied would come back in the next table. */
-void hidx_clear_below(hidx *h, uint64_t addr)
+ * split (hx_grow_mu held): a freed slot that the split had copied would come back in the next
+ * table. */
+static void hidx_clear_locked(hidx *h, uint64_t addr)
 {
-	pthread_mutex_lock(&h->hx_grow_mu);
 	hidx_table *t = hidx_cur(h);
 	const uint64_t buckets = t->ht_mask + 1;
 
@@ -877,7 +956,34 @@ void hidx_clear_below(hidx *h, uint64_t addr)
 			b = hidx_bucket_next(h, b, memory_order_acquire);
 		} while (b);
 	}
-	pthread_mutex_unlock(&h->hx_grow_mu);
+}
+
+/* Run the pending clear if hx_grow_mu is free; whoever holds it runs this after unlocking, so a
+ * limit left in hx_clear_pending is never forgotten (the fences order "leave the limit, try the
+ * lock" against "unlock, look for a limit"). */
+static void hidx_clear_run(hidx *h)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	while (atomic_load(&h->hx_clear_pending) && pthread_mutex_trylock(&h->hx_grow_mu) == 0) {
+		uint64_t a = atomic_exchange(&h->hx_clear_pending, 0);
+
+		if (a)
+			hidx_clear_locked(h, a);
+		pthread_mutex_unlock(&h->hx_grow_mu);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+}
+
+/* Never waits: during a growth's split the limit is left for the grower, which clears the new
+ * table once the split is over. The clear is slot reuse only (an entry below Begin reads as absent
+ * already), so it may come a little later; without a growth it runs before this returns. */
+void hidx_clear_below(hidx *h, uint64_t addr)
+{
+	uint64_t cur = atomic_load(&h->hx_clear_pending);
+
+	while (cur < addr && !atomic_compare_exchange_weak(&h->hx_clear_pending, &cur, addr))
+		;
+	hidx_clear_run(h);
 }
 
 /* ---- stats ------------------------------------------------------------------------------------- */

@@ -70,14 +70,23 @@ void hidx_prefetch(hidx *h, uint64_t hash);
  * fn(ctx, word) sees every confirmed entry with a nonzero address. Returns the next cursor, 0 at the end. */
 typedef void (*hidx_visit_fn)(void *ctx, uint64_t word);
 uint64_t hidx_scan(hidx *h, uint64_t cursor, uint64_t count, hidx_visit_fn fn, void *ctx);
+/* The same with cursors that number `base` buckets (hidx_buckets() when a walk began; 0 = now):
+ * a cursor j covers every bucket the doublings since made of bucket j, so a walk that crosses a
+ * growth visits each entry once. hidx_scan's cursors are now's, and a walk across a growth may
+ * visit an entry twice (buckets below the cursor reappear above the old end). */
+uint64_t hidx_scan_base(hidx *h, uint64_t base, uint64_t cursor, uint64_t count, hidx_visit_fn fn,
+			void *ctx);
 
-/* Free every entry whose address is below addr (CAS, so concurrent publishers win). */
+/* Free every entry whose address is below addr (CAS, so concurrent publishers win). Never waits:
+ * during a growth's split it is left to the grower, which runs it when the split ends. */
 void hidx_clear_below(hidx *h, uint64_t addr);
 
 /* Double the main array while other threads use the index (hidx.c note "Growth"). quiesce(ctx)
  * must return once every thread that was inside an index call when it was called has left it (the
  * log passes an epoch barrier); it is called without any index lock held. 0, -ENOSPC (already
- * HIDX_GROW_MAX doublings), -ENOMEM. One growth at a time; callers may race (the second waits). */
+ * HIDX_GROW_MAX doublings), -ENOMEM (nothing changed: the overflow buckets the copy needs are mapped
+ * before anything is frozen). One growth at a time: a second caller waits, then doubles again (the
+ * caller decides whether one is due). */
 int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx);
 
 typedef struct hidx_stats {

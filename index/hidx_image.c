@@ -5,7 +5,7 @@
  *
  *   header, 40 bytes
  *      0  magic "SPWIDX01"
- *      8  u32 version (1)
+ *      8  u32 version (2 for an index that doubled, else 1: the format is the same)
  *     12  u32 doublings: the top bits of a bucket number that come from the tag (hidx.c note
  *         "Growth"; 0 in an image of an index that never grew, and in images before growth)
  *     16  u64 main buckets B
@@ -76,7 +76,11 @@
 #endif
 
 #define HIDX_IMAGE_MAGIC "SPWIDX01"
-#define HIDX_IMAGE_VERSION 1u
+/* Version 2 is an image of an index that doubled (the doublings at byte 12): a build that reads
+ * only version 1 refuses it rather than put its entries in the wrong buckets. An index that never
+ * grew still writes version 1. */
+#define HIDX_IMAGE_VERSION 2u
+#define HIDX_IMAGE_VERSION_UNGROWN 1u
 #define HIDX_IMAGE_HEADER_BYTES 40
 #define HIDX_IMAGE_TRAILER_BYTES 16
 /* Buckets copied per compression call: 1 MiB of words. */
@@ -260,7 +264,7 @@ static int image_save_locked(hidx *h, int fd, int zstd_level, hidx_image_info *o
 	XXH3_64bits_reset(w.file_xxh);
 
 	memcpy(hdr, HIDX_IMAGE_MAGIC, 8);
-	put_u32(hdr + 8, HIDX_IMAGE_VERSION);
+	put_u32(hdr + 8, t->ht_grown ? HIDX_IMAGE_VERSION : HIDX_IMAGE_VERSION_UNGROWN);
 	put_u32(hdr + 12, t->ht_grown);
 	put_u64(hdr + 16, buckets);
 	put_u64(hdr + 24, novf);
@@ -471,6 +475,9 @@ typedef struct image_load {
 	ZSTD_inBuffer in;
 	uint64_t buckets, hbuckets, novf, raw, file_bytes;
 	bool fits, touched;
+	bool reshaped;                     /* h took the header's geometry (undone on failure) */
+	uint64_t orig_buckets;
+	uint32_t orig_grown;
 } image_load;
 
 /* The header: magic, version, geometry; an image that fits h decompresses into h, any other into
@@ -486,26 +493,32 @@ static int load_header(image_load *L)
 	if (got < (ssize_t)sizeof(L->hdr))
 		return image_fail(L->why, L->whylen, SPW_E_CORRUPT, "index image: truncated header (%zd of "
 				  "%zu bytes)", got, sizeof(L->hdr));
-	if (get_u32(L->hdr + 8) != HIDX_IMAGE_VERSION)
-		return image_fail(L->why, L->whylen, -EINVAL, "index image: version %u, this build reads %u",
-				  get_u32(L->hdr + 8), HIDX_IMAGE_VERSION);
+	uint32_t version = get_u32(L->hdr + 8);
+	if (version != HIDX_IMAGE_VERSION && version != HIDX_IMAGE_VERSION_UNGROWN)
+		return image_fail(L->why, L->whylen, -EINVAL, "index image: version %u, this build reads "
+				  "%u and %u", version, HIDX_IMAGE_VERSION_UNGROWN, HIDX_IMAGE_VERSION);
 	XXH3_64bits_update(L->file_xxh, L->hdr, sizeof(L->hdr));
 	L->file_bytes = sizeof(L->hdr);
 	L->hbuckets = get_u64(L->hdr + 16);
 	L->novf = get_u64(L->hdr + 24);
 	L->raw = get_u64(L->hdr + 32);
-	uint32_t grown = get_u32(L->hdr + 12);
+	/* byte 12 was reserved (0) in version 1 */
+	uint32_t grown = get_u32(L->hdr + 8) == HIDX_IMAGE_VERSION ? get_u32(L->hdr + 12) : 0;
 	/* The image's geometry wins over h's (a restart with another --index). One that no index can
 	 * have, or a length that does not add up, is left to the checks after the frame. */
 	if (L->novf <= HIDX_OVF_MAX_BUCKETS && L->hbuckets <= HIDX_IMAGE_MAX_BUCKETS &&
 	    L->raw == (L->hbuckets + L->novf) * HIDX_BUCKET_BYTES &&
 	    (L->hbuckets != L->buckets || grown != hidx_cur(L->h)->ht_grown)) {
+		L->orig_buckets = L->buckets;
+		L->orig_grown = hidx_cur(L->h)->ht_grown;
 		int rc = hidx_reshape(L->h, L->hbuckets, grown);
 		if (rc == -ENOMEM)
 			return image_fail(L->why, L->whylen, rc, "index image: no memory for %llu main buckets",
 					  (unsigned long long)L->hbuckets);
-		if (rc == 0)
+		if (rc == 0) {
 			L->buckets = L->hbuckets;
+			L->reshaped = true;
+		}
 	}
 	L->fits = L->hbuckets == L->buckets && L->novf <= HIDX_OVF_MAX_BUCKETS &&
 		  L->raw == (L->buckets + L->novf) * HIDX_BUCKET_BYTES;
@@ -660,6 +673,9 @@ int hidx_image_load(hidx *h, int fd, hidx_image_info *out, char *why, size_t why
 out:
 	if (rc && L.touched)
 		hidx_reset(h);
+	/* A failed load leaves h as it was opened, geometry too (the header may have been damaged). */
+	if (rc && L.reshaped && hidx_reshape(h, L.orig_buckets, L.orig_grown) < 0)
+		hidx_reset(h);   /* no memory to go back: keep the image's geometry, empty */
 	free(L.sink.scratch);
 	free(L.ibuf);
 	XXH3_freeState(L.file_xxh);

@@ -61,12 +61,14 @@ struct hidx {
 	 * keeps them off an image save; hx_grow_mu keeps hidx_clear_below off a table being split
 	 * (held from the first split until no helper writes, never across a wait for an epoch). */
 	pthread_mutex_t hx_grow_one, hx_grow_mu;
-	_Atomic uint64_t hx_old_bytes;     /* a table split and not yet unmapped (stats) */
+	_Atomic uint64_t hx_old_bytes;     /* a growth's other table: the new one while the split fills
+	                                      it, then the old one until it is unmapped (stats) */
 	/* hx_cur's geometry, for readers outside any epoch (INFO, SCAN's cursor checks): they must
 	 * not dereference a table that a growth may be unmapping. */
 	_Atomic uint64_t hx_nbuckets;
 	_Atomic uint32_t hx_ngrown;
 	_Atomic uint64_t hx_grows;         /* doublings done */
+	_Atomic uint64_t hx_clear_pending; /* a hidx_clear_below limit left during a split */
 	_Atomic uint64_t hx_helped;        /* frozen buckets met (and split) by an index call */
 	_Atomic uint64_t hx_helpers;       /* threads in hidx_split's copy (hidx.c note "Growth") */
 

@@ -613,7 +613,7 @@ int hlog_checkpoint(hlog *l, hlog_session *s, const char *dir, dev *logdev, hlog
 	r.m.id = SPW_MAX(l->ckpt_id, n > 0 ? ids[0] : 0) + 1;
 	r.m.page_bytes = l->page_bytes;
 	r.m.segment_bytes = logdev->segment_bytes;
-	r.m.buckets = hidx_buckets(l->idx);   /* what it had at the cut (the image says its own) */
+	r.m.buckets = hidx_buckets(l->idx);   /* informative: the image records its own geometry */
 
 	/* (a), (b): the fuzzy index image (note 2). */
 	r.m.scan_from = ckpt_tail_now(l);

@@ -206,11 +206,15 @@ int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *
  * Key enumeration in index order (SCAN/KEYS/RANDOMKEY). Visits the index buckets [cursor, cursor+count)
  * and calls fn for every live key there (newest version only, expired keys skipped). Returns the next
  * cursor, 0 when the whole index was covered. Keys written during a scan may or may not be seen;
- * keys present from start to end are seen exactly once over a full scan, also while compaction
- * moves Begin (scan.c note 4).
+ * keys present from start to end are seen at least once over a full scan, also while compaction
+ * moves Begin (scan.c note 4), and exactly once unless the index doubled meanwhile (its buckets
+ * below the cursor come back above the old end). hlog_scan_base numbers cursors in the buckets
+ * the walk began with (base = hlog_scan_cursor_end then): exactly once across doublings too (KEYS).
  */
 typedef void (*hlog_key_fn)(void *ctx, const void *key, size_t klen, const hlog_value *v);
 uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx);
+uint64_t hlog_scan_base(hlog_session *s, uint64_t base, uint64_t cursor, uint64_t count, hlog_key_fn fn,
+                        void *ctx);
 uint64_t hlog_scan_cursor_end(hlog *l);   /* number of main buckets: cursors are < this */
 /* With a device, hlog_scan reads the records of its chains that lie below HeadAddress before it
  * returns: the one place where the store waits for the device on the caller's thread (a documented
@@ -314,6 +318,7 @@ typedef struct hlog_info {
 	uint64_t begin, head, safe_read_only, read_only, flushed_until, tail;
 	uint64_t page_bytes, max_pages, allocated_pages, memory_bytes;
 	hidx_stats index;
+	uint64_t index_max_bytes; /* hlog_config.index_max_bytes: what growth may reach (fixed at open) */
 	uint64_t keys, expires;
 	int store_error;          /* 0, or the error of the failed page write (sticky: writes refused) */
 	HLOG_COUNTERS(HLOG_CTR_FIELD)   /* all 0 without a device but the first six */

@@ -331,6 +331,12 @@ static void scan_cold(scan_ctx *sc)
 
 uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn fn, void *ctx)
 {
+	return hlog_scan_base(s, 0, cursor, count, fn, ctx);
+}
+
+uint64_t hlog_scan_base(hlog_session *s, uint64_t base, uint64_t cursor, uint64_t count, hlog_key_fn fn,
+                        void *ctx)
+{
 	uint64_t next = 0;
 	/* Note 4: a Begin that moved during the call may have cut chains the walk was on (compaction
 	 * copied their keys above it): the call's buckets are walked again, a few times at most. */
@@ -341,7 +347,7 @@ uint64_t hlog_scan(hlog_session *s, uint64_t cursor, uint64_t count, hlog_key_fn
 		scan_ctx sc = { s, fn, ctx, load_acq(&s->l->begin), round, s->rep_n };
 		if (s->l->dev)
 			scan_reset(s);
-		next = hidx_scan(s->l->idx, cursor, count, scan_visit, &sc);
+		next = hidx_scan_base(s->l->idx, base, cursor, count, scan_visit, &sc);
 		if (s->l->dev)
 			scan_cold(&sc);
 		if (load_acq(&s->l->begin) == sc.begin)

@@ -293,6 +293,7 @@ void hlog_info_get(hlog *l, hlog_info *out)
 	out->allocated_pages = atomic_load(&l->allocated_pages);
 	out->memory_bytes = l->max_pages * l->page_bytes;
 	hidx_stats_get(l->idx, &out->index);
+	out->index_max_bytes = l->index_max;
 	out->keys = hlog_key_count(l);
 	out->expires = hlog_expires_count(l);
 	out->store_error = atomic_load(&l->error);

@@ -459,7 +459,7 @@ static void info_store(sbuf *b, const hlog_info *hi)
 	          (unsigned long long)hi->retries, (unsigned long long)hlog_max_record_payload(g_srv.store),
 	          g_srv.dev ? g_srv.dev->name : "none",
 	          hi->store_error ? spw_strerror(hi->store_error) : "ok",
-	          (unsigned long long)hi->index.grows, (unsigned long long)memcap_index_max());
+	          (unsigned long long)hi->index.grows, (unsigned long long)hi->index_max_bytes);
 	compact_info(b);   /* compact.c owns the state it shows */
 }
 

@@ -150,12 +150,19 @@ static int memcap_memory_size(uint64_t cap, uint64_t reserve)
 	return 0;
 }
 
+/* What the index can really reach: hidx_open's start (--index down to a power of two of buckets)
+ * doubled while within the limit, at most HIDX_GROW_MAX times, so that no room is held back that
+ * growth could never use. */
 uint64_t memcap_index_max(void)
 {
+	uint64_t start = SPW_MAX(floor_pow2(g_cfg.index_bytes / HIDX_BUCKET_BYTES), 64ULL) * HIDX_BUCKET_BYTES;
 	uint64_t m = g_cfg.index_max_size;
 	if (!m)
-		m = g_cfg.maxmemory ? floor_pow2(g_cfg.maxmemory / 16) : g_cfg.index_bytes << HIDX_GROW_MAX;
-	return SPW_MAX(m, g_cfg.index_bytes);
+		m = g_cfg.maxmemory ? floor_pow2(g_cfg.maxmemory / 16) : UINT64_MAX;
+	uint64_t r = start;
+	for (unsigned k = 0; k < HIDX_GROW_MAX && r <= m / 2; k++)
+		r *= 2;
+	return r;
 }
 
 /* The smallest cap, in whole MiB, that holds n bytes of log and index beside its reserve. */
@@ -173,8 +180,11 @@ int memcap_startup_check(void)
 		return 0;
 	uint64_t reserve = MEMCAP_RESERVE(cap);
 	if (!config_option_given("index")) {
+		/* its default, or less in a small cap; more in a cap so large that the doublings
+		 * would not reach 1/16 of it from the default */
 		uint64_t idx = floor_pow2(cap / 16);
-		g_cfg.index_bytes = SPW_MAX(SPW_MIN(idx, MEMCAP_INDEX_DEF), (uint64_t)HIDX_BUCKET_BYTES * 64);
+		uint64_t start = SPW_MAX(SPW_MIN(idx, MEMCAP_INDEX_DEF), idx >> HIDX_GROW_MAX);
+		g_cfg.index_bytes = SPW_MAX(start, (uint64_t)HIDX_BUCKET_BYTES * 64);
 		config_option_sized("index");
 	}
 	if (!config_option_given("memory")) {

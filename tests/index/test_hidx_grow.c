@@ -201,6 +201,56 @@ static void test_growth_gives_wholly_free_overflow_pages_back(void **state)
 #undef PAIR
 }
 
+typedef struct seen {
+	uint16_t *count;   /* visits per nth_hash index (its address - 1000) */
+	uint64_t n;
+} seen;
+
+static void seen_visit(void *ctx, uint64_t word)
+{
+	seen *v = ctx;
+	uint64_t a = word & HIDX_ADDR_MASK;
+
+	assert_true(a >= 1000 && a < 1000 + v->n);
+	v->count[a - 1000]++;
+}
+
+/* A walk that crosses doublings: with the base it began with, each entry once (KEYS); with
+ * hidx_scan's cursors, each at least once (SCAN may repeat). */
+static void test_scan_across_growth_with_its_base_sees_each_entry_once(void **state)
+{
+	const uint64_t n = 5000;
+
+	(void)state;
+	for (int based = 0; based < 2; based++) {
+		hidx *h = open_small();
+		seen v = { calloc(n, sizeof(uint16_t)), n };
+		uint64_t base = hidx_buckets(h), cursor = 0;
+
+		for (uint64_t i = 0; i < n; i++)
+			put(h, nth_hash(i), 1000 + i);
+		/* half of the walk, two doublings, the rest */
+		cursor = based ? hidx_scan_base(h, base, 0, base / 2, seen_visit, &v)
+			       : hidx_scan(h, 0, base / 2, seen_visit, &v);
+		assert_int_equal(hidx_grow(h, NULL, NULL), 0);
+		assert_int_equal(hidx_grow(h, NULL, NULL), 0);
+		while (cursor)
+			cursor = based ? hidx_scan_base(h, base, cursor, 5, seen_visit, &v)
+				       : hidx_scan(h, cursor, 5, seen_visit, &v);
+		uint64_t twice = 0;
+		for (uint64_t i = 0; i < n; i++) {
+			assert_true(v.count[i] >= 1);
+			twice += v.count[i] > 1;
+		}
+		if (based)
+			assert_int_equal(twice, 0);
+		else
+			assert_true(twice > 0);   /* what the base is for */
+		free(v.count);
+		hidx_close(h);
+	}
+}
+
 /* ---- beside other threads ---- */
 
 typedef struct worker {
@@ -393,6 +443,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_growth_keeps_every_entry_and_shortens_the_chains),
 		cmocka_unit_test(test_growth_gives_wholly_free_overflow_pages_back),
+		cmocka_unit_test(test_scan_across_growth_with_its_base_sees_each_entry_once),
 		cmocka_unit_test(test_growth_beside_creators_publishers_and_readers_loses_nothing),
 		cmocka_unit_test(test_clears_during_growth_bring_no_entry_back),
 	};

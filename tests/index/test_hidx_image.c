@@ -312,9 +312,18 @@ static void test_grown_index_image_loads_with_its_doublings(void **state)
 	hidx_stats sa, sb;
 	char why[256] = "";
 
+	int fd0 = save(a, NULL);
+	unsigned char ver[4];
+	assert_int_equal(pread(fd0, ver, 4, 8), 4);
+	assert_int_equal(ver[0], 1);   /* never grew: version 1, which older builds read */
+	close(fd0);
 	assert_int_equal(hidx_grow(a, NULL, NULL), 0);
 	assert_int_equal(hidx_grow(a, NULL, NULL), 0);
 	int fd = save(a, NULL);
+	assert_int_equal(pread(fd, ver, 4, 8), 4);
+	assert_int_equal(ver[0], 2);   /* doubled: version 2, which they refuse */
+	assert_int_equal(pread(fd, ver, 4, 12), 4);
+	assert_int_equal(ver[0], 2);   /* the doublings */
 	assert_int_equal(load(b, fd, NULL, why, sizeof(why)), 0);
 	hidx_stats_get(a, &sa);
 	hidx_stats_get(b, &sb);

@@ -536,6 +536,35 @@ static void test_config_rewrite_keeps_comments_and_writes_current_values(void **
 	config_defaults();
 }
 
+/* The room held back for the index is what its doublings can reach, no more (memcap.c note 2). */
+static void test_index_max_is_what_the_doublings_reach(void **state)
+{
+	(void)state;
+	char *a1[] = { "s", "--index", "16m" };
+	assert_int_equal(config_load(ARGC(a1), a1), 0);
+	assert_int_equal(memcap_index_max(), 1ULL << 30);           /* 16m << 6 */
+	config_defaults();
+	char *a2[] = { "s", "--index", "100m", "--index-max-size", "1g" };
+	assert_int_equal(config_load(ARGC(a2), a2), 0);
+	assert_int_equal(memcap_index_max(), 1ULL << 30);           /* 64m (100m rounded down) << 4 */
+	config_defaults();
+	char *a3[] = { "s", "--index", "16m", "--index-max-size", "16g" };
+	assert_int_equal(config_load(ARGC(a3), a3), 0);
+	assert_int_equal(memcap_index_max(), 1ULL << 30);           /* no more than 6 doublings */
+	config_defaults();
+	char *a4[] = { "s", "--index", "16m", "--index-max-size", "8m" };
+	assert_int_equal(config_load(ARGC(a4), a4), 0);
+	assert_int_equal(memcap_index_max(), 16ULL << 20);          /* below --index: it never grows */
+	config_defaults();
+	/* a cap so large that the default start's doublings would not reach 1/16 of it */
+	char *a5[] = { "s", "--maxmemory", "64g" };
+	assert_int_equal(config_load(ARGC(a5), a5), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.index_bytes, 64ULL << 20);
+	assert_int_equal(memcap_index_max(), 4ULL << 30);
+	config_defaults();
+}
+
 static void test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out(void **state)
 {
 	(void)state;
@@ -550,6 +579,7 @@ static void test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out(void
 	assert_int_equal(config_load(ARGC(argv), argv), 0);
 	assert_int_equal(memcap_startup_check(), 0);
 	assert_int_equal(g_cfg.index_bytes, 4ULL << 20);    /* 1/16 of the cap */
+	assert_int_equal(memcap_index_max(), 4ULL << 20);   /* and it may not grow past it */
 	assert_int_equal(g_cfg.page_bytes, 4ULL << 20);     /* halved until the log holds 8 pages */
 	assert_int_equal(g_cfg.memory_bytes, 52ULL << 20);  /* 64 - 4 - 8 (the reserve) */
 	assert_int_equal(g_cfg.obl[SPW_OBL_PUBSUB].soft_seconds, 1);
@@ -590,6 +620,7 @@ int main(void)
 		cmocka_unit_test(test_durability_options_take_redis_and_garnet_names),
 		cmocka_unit_test(test_config_rewrite_needs_a_config_file),
 		cmocka_unit_test(test_config_rewrite_keeps_comments_and_writes_current_values),
+		cmocka_unit_test(test_index_max_is_what_the_doublings_reach),
 		cmocka_unit_test(test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
