@@ -64,7 +64,9 @@
  *     whose newest version is a value record there: +1 when one is published as the newest, -1
  *     on the unit of the counted version it supersedes or deletes (the very transitions log_count
  *     applies to the key count, so live summed over the units is the key count's share from
- *     them). An in-place write of a new expiry raises its unit's latest expiry. A pass first
+ *     them). Every value written in place is accounted as one written there (a new expiry raises
+ *     the latest expiry; none, as when a short value revives a tombstone in place, is a blocker).
+ *     A pass first
  *     takes the leading units of [Begin, until) that are wholly on the device (below the flushed
  *     part and Head), that hold only records this process counted (at or above stats_from: not a
  *     recovered log, not a FLUSHALL's tail unit), with no blocker and a latest expiry more than

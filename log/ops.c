@@ -481,9 +481,10 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 			log_garbage_add(s, u->a, -(int64_t)u->size);
 			log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
 		}
-		/* A new expiry in place (compact.c note 7: the unit's latest expiry must know it). */
-		if (u->new_exp)
-			log_ustat_write(s, u->a, u->size, true, u->plan.expire_ms);
+		/* Every value written in place is accounted (compact.c note 7): a new expiry raises the
+		 * unit's latest expiry, and a value without one (also one that revives a tombstone,
+		 * which counted as neither) keeps the unit from being dropped unread. */
+		log_ustat_write(s, u->a, u->size, true, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)

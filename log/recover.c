@@ -245,16 +245,22 @@ static int recover_load(hlog *l, const char *dir, dev *d, dev_queue *q, const ck
 
 	/* The in-memory part of the log (note 3), read into its frames. */
 	atomic_store(&l->rec_total, m->cut);
+	/* Below Begin's sector nothing may have been written: a FLUSHALL moved Begin past bytes that
+	 * no page write took (ckpt.c writes from there too). Zeros stand in for them; no address
+	 * below Begin is ever read. */
+	uint64_t bsec = m->begin & ~(uint64_t)(d->sector_bytes - 1);
 	for (uint64_t p = head; p < m->cut; p += pb) {
-		uint64_t len = SPW_MIN(pb, m->cut - p);
-		if ((rc = ckpt_dev_io(q, false, p, hlog_rec_at(l, p), len)) < 0) {
+		uint64_t from = SPW_MAX(p, SPW_MIN(bsec, p + pb)), to = SPW_MIN(p + pb, m->cut);
+		if (from > p)
+			memset(hlog_rec_at(l, p), 0, from - p);
+		if (from < to && (rc = ckpt_dev_io(q, false, from, hlog_rec_at(l, from), to - from)) < 0) {
 			char seg[512];
-			dev_segment_name(d, p >> d->segment_shift, seg, sizeof(seg));
-			ckpt_why(why, whylen, "%s: reading log bytes %" PRIu64 "..%" PRIu64 " failed: %s", seg, p,
-			         p + len, spw_strerror(rc));
+			dev_segment_name(d, from >> d->segment_shift, seg, sizeof(seg));
+			ckpt_why(why, whylen, "%s: reading log bytes %" PRIu64 "..%" PRIu64 " failed: %s", seg,
+			         from, to, spw_strerror(rc));
 			return rc;
 		}
-		atomic_store_explicit(&l->rec_done, p + len, memory_order_relaxed);
+		atomic_store_explicit(&l->rec_done, to, memory_order_relaxed);
 	}
 	uint64_t sfrom = ckpt_sum_from(m, d->sector_bytes);
 	uint64_t sum = XXH3_64bits(hlog_rec_at(l, sfrom), m->cut - sfrom);

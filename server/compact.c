@@ -223,6 +223,8 @@ static int compact_pass(hlog_session *s, const hlog_compact_opts *o, hlog_compac
 	}
 	if (rc < 0)
 		spw_log(SPW_LOG_WARNING, 0, "Compaction stopped early: %s", ci->why);
+	else if (ci->why[0])   /* a pass that finished but has something to say (compact.c note 7) */
+		spw_log(SPW_LOG_WARNING, 0, "Compaction: %s", ci->why);
 	return rc;
 }
 

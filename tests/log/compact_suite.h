@@ -383,6 +383,98 @@ static void test_tier_compaction_reads_the_unit_a_flushall_left_begin_in(void **
 /* A read parked on a fetch that found its key's record in a unit the next pass drops unread (the
  * chain runs through a newer record of a colliding key that stays): re-run after the drop, it
  * finds the key absent, not the fetched copy (which the test's 1970 clock would take for live). */
+/* A unit of expired records that also holds key k of its own, changed in place by change (which
+ * must make one in-place update): k's unit must be read, not dropped, and k keep its value.
+ * k_first: k is written before the first half of the expired keys (so that it is no longer mutable
+ * when change runs), else just before change. */
+static void xe_unit_with_an_inplace_change(tier *f, const char *prefix, bool k_first,
+                                           void (*change)(tier *, model *))
+{
+	enum { E = 12000, F = 6000 };
+	hlog *l = f->env.l;
+	int64_t past = spw_time_ms() - 60000;
+	model k;
+	model_init(&k, 1, prefix);
+	model_init(&f->m, E, "xe");
+	model_init(&f->other, F, "xk");
+	if (k_first)
+		xe_put(&f->ts, &k, 0, past);
+	for (int i = 0; i < E / 2; i++)
+		xe_put(&f->ts, &f->m, i, past);
+	if (!k_first)
+		xe_put(&f->ts, &k, 0, past);
+	uint64_t ip0 = info_of(l).inplace_updates;
+	change(f, &k);
+	assert_int_equal(info_of(l).inplace_updates - ip0, 1);   /* the path under test ran */
+	for (int i = E / 2; i < E; i++)
+		xe_put(&f->ts, &f->m, i, past);
+	for (int i = 0; i < F; i++)
+		xe_put(&f->ts, &f->other, i, HLOG_NO_EXPIRY);
+	(void)xe_pass(f, UINT64_MAX);
+	hlog_session_set_now(f->ts.s, spw_time_ms());
+	model_read_all(&f->ts, &k);
+	assert_int_equal(hlog_key_count(l), F + 1);
+	model_free(&k);
+}
+
+/* DEL appends a tombstone; SET k xyz (no expiry) fits its padding and revives it in place. */
+static void xe_revive_without_expiry(tier *f, model *k)
+{
+	top d = { .kind = T_DELETE, .m = k, .i = 0 };
+	tier_drive(&f->ts, &d, 1);
+	check_delete(&d, k, NULL);
+	uint64_t ip0 = info_of(f->env.l).inplace_updates;
+	tier_upsert_sized(&f->ts, k, 0, 3, 7);
+	/* the delete itself was not in place (the record is not mutable any more): only the SET was */
+	assert_int_equal(info_of(f->env.l).inplace_updates - ip0, 1);
+}
+
+static void xe_raise_expiry(tier *f, model *k)
+{
+	xe_put(&f->ts, k, 0, spw_time_ms() + 3600000);   /* SET k v PX long, the same size */
+}
+
+/* A tombstone revived in place by a short value without expiry: the unit holds a key that never
+ * expires (the review found it lost: the in-place write was not accounted). */
+static void test_tier_compaction_reads_a_unit_whose_tombstone_was_revived_without_expiry(void **state)
+{
+	xe_unit_with_an_inplace_change(*state, "rv", true, xe_revive_without_expiry);
+}
+
+/* An in-place rewrite to a later expiry keeps its unit too. */
+static void test_tier_compaction_reads_a_unit_whose_expiry_was_raised_in_place(void **state)
+{
+	xe_unit_with_an_inplace_change(*state, "rx", false, xe_raise_expiry);
+}
+
+/* Every expired key written twice (the second version two units later), a tenth deleted: the
+ * superseded and deleted versions' units lose their live figure, the count stays exact. */
+static void test_tier_compaction_drop_counts_superseded_and_deleted_versions_once(void **state)
+{
+	tier *f = *state;
+	enum { E = 6000, F = 6000 };
+	hlog *l = f->env.l;
+	int64_t past = spw_time_ms() - 60000;
+	model_init(&f->m, E, "xe");
+	model_init(&f->other, F, "xk");
+	for (int i = 0; i < E; i++)
+		xe_put(&f->ts, &f->m, i, past);
+	for (int i = 0; i < E; i++)
+		xe_put(&f->ts, &f->m, i, past - 1);
+	for (int i = 0; i < E; i += 10) {
+		top d = { .kind = T_DELETE, .m = &f->m, .i = i };
+		tier_drive(&f->ts, &d, 1);
+		check_delete(&d, &f->m, NULL);
+	}
+	for (int i = 0; i < F; i++)
+		xe_put(&f->ts, &f->other, i, HLOG_NO_EXPIRY);
+	assert_int_equal(hlog_key_count(l), E - E / 10 + F);
+	hlog_compact_info ci = xe_pass(f, UINT64_MAX);
+	assert_true(ci.dropped_bytes > 0);
+	assert_int_equal(hlog_key_count(l), F);
+	assert_int_equal(hlog_expires_count(l), 0);
+}
+
 static void test_tier_a_fetch_that_found_a_dropped_record_reads_absent_after_the_drop(void **state)
 {
 	tier *f = *state;
@@ -427,6 +519,9 @@ static void test_tier_a_fetch_that_found_a_dropped_record_reads_absent_after_the
 	TIER_TEST(test_tier_compaction_drops_units_of_expired_records_unread), \
 	TIER_TEST(test_tier_compaction_reads_a_unit_holding_a_key_without_expiry), \
 	TIER_TEST(test_tier_compaction_reads_the_unit_a_flushall_left_begin_in), \
+	TIER_TEST(test_tier_compaction_reads_a_unit_whose_tombstone_was_revived_without_expiry), \
+	TIER_TEST(test_tier_compaction_reads_a_unit_whose_expiry_was_raised_in_place), \
+	TIER_TEST(test_tier_compaction_drop_counts_superseded_and_deleted_versions_once), \
 	TIER_TEST(test_tier_a_fetch_that_found_a_dropped_record_reads_absent_after_the_drop)
 
 #endif
