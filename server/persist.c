@@ -239,6 +239,11 @@ static int replay_apply(void *ctx, const aof_rec *r)
 	}
 	if (g_srv.dev)
 		hlog_session_release(x->s, x);
+	/* The index grows as the replay fills it (log/store.c note 2), as the log's replay does: no
+	 * other thread reads the store while it loads (commands get -LOADING), hence no quiesce. */
+	if ((x->n & 65535) == 65535)
+		while (hlog_index_grow_step(g_srv.store, NULL) == 1)
+			;
 	if ((++x->n & 1023) == 0) {
 		hlog_session_refresh(x->s);
 		int64_t now = spw_time_ms();
