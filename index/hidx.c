@@ -113,7 +113,9 @@
  *    crosses a growth sees every entry (some twice: cursors below N revisit i + N); cursors stay
  *    valid, since the table only grows and keeps bucket i's keys in i or i + N.
  *
- * Sections: open/close, the overflow allocator, lookups and inserts, growth, scan and clear, stats.
+ * The overflow allocator (pages, the free list, pages given back) is hidx_ovf.c's.
+ *
+ * Sections: open/close, lookups and inserts, growth, scan and clear, stats.
  */
 #include <errno.h>
 #include <sched.h>
@@ -135,13 +137,6 @@ static inline void hidx_cpu_relax(void)
 }
 
 /* ---- open/close -------------------------------------------------------------------------------- */
-
-static void *hidx_map(uint64_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
 
 static uint64_t hidx_floor_pow2(uint64_t v)
 {
@@ -215,7 +210,7 @@ int hidx_open(hidx **out, uint64_t size_bytes)
 	if (!t)
 		goto fail;
 	hidx_set_cur(h, t);
-	h->hx_ovf_pages = hidx_map(HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));
+	h->hx_ovf_pages = hidx_map(HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));   /* untouched = free */
 	if (!h->hx_ovf_pages)
 		goto fail;
 	*out = h;
@@ -229,142 +224,12 @@ void hidx_close(hidx *h)
 {
 	if (!h)
 		return;
-	if (h->hx_ovf_pages) {
-		for (uint64_t p = 0; p < h->hx_ovf_npages; p++)
-			munmap(atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed),
-			       HIDX_OVF_PAGE_BYTES);
-		munmap(h->hx_ovf_pages, HIDX_OVF_MAX_PAGES * sizeof(*h->hx_ovf_pages));
-	}
+	hidx_overflow_close(h);
 	hidx_table_free(atomic_load(&h->hx_cur));
-	free(h->hx_ovf_released);
 	pthread_mutex_destroy(&h->hx_ovf_lock);
 	pthread_mutex_destroy(&h->hx_grow_one);
 	pthread_mutex_destroy(&h->hx_grow_mu);
 	free(h);
-}
-
-/* ---- the overflow allocator -------------------------------------------------------------------- */
-
-/* Hand out a zeroed, unpublished overflow bucket: from the free list, else the next unused index,
- * mapping its page first if needed. Rare (a chain outgrew 7 entries), hence the mutex. 0 or -ENOMEM. */
-static int hidx_overflow_alloc(hidx *h, uint64_t *idx /* out */)
-{
-	uint64_t page;
-	int rc = 0;
-
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	if (h->hx_ovf_free) {
-		hidx_bucket *b;
-
-		*idx = h->hx_ovf_free;
-		b = hidx_overflow_at(h, *idx);
-		h->hx_ovf_free = atomic_load_explicit(&b->hb_overflow, memory_order_relaxed);
-		/* Invariant 4: the link was the only nonzero word; the publishing CAS releases this. */
-		atomic_store_explicit(&b->hb_overflow, 0, memory_order_relaxed);
-		h->hx_ovf_free_count--;
-		goto out;
-	}
-	if (h->hx_ovf_nreleased) {
-		/* A page a growth gave back: zeros again, so every bucket of it goes on the free list
-		 * (its links fault it in) but the one handed out. */
-		uint64_t first = ((uint64_t)h->hx_ovf_released[--h->hx_ovf_nreleased] << HIDX_OVF_PAGE_BITS) + 1;
-
-		for (uint64_t i = first + HIDX_OVF_PAGE_BUCKETS - 1; i > first; i--) {
-			atomic_store_explicit(&hidx_overflow_at(h, i)->hb_overflow, h->hx_ovf_free,
-					      memory_order_relaxed);
-			h->hx_ovf_free = i;
-		}
-		h->hx_ovf_free_count += HIDX_OVF_PAGE_BUCKETS - 1;
-		*idx = first;
-		goto out;
-	}
-	if (h->hx_ovf_next > HIDX_OVF_MAX_BUCKETS) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	page = (h->hx_ovf_next - 1) >> HIDX_OVF_PAGE_BITS;
-	if (page == h->hx_ovf_npages) {
-		hidx_bucket *mem = hidx_map(HIDX_OVF_PAGE_BYTES);
-
-		if (!mem) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		/* Invariant 5: stored before any index into the page leaves this function. */
-		atomic_store_explicit(&h->hx_ovf_pages[page], mem, memory_order_release);
-		h->hx_ovf_npages++;
-	}
-	*idx = h->hx_ovf_next++;
-out:
-	pthread_mutex_unlock(&h->hx_ovf_lock);
-	return rc;
-}
-
-/* Take back a bucket that was never published (its link CAS lost). It is still all zero. Also used
- * by an image load for the buckets no chain of the image reaches (hidx_int.h). */
-void hidx_overflow_free(hidx *h, uint64_t idx)
-{
-	hidx_bucket *b = hidx_overflow_at(h, idx);
-
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
-	h->hx_ovf_free = idx;
-	h->hx_ovf_free_count++;
-	pthread_mutex_unlock(&h->hx_ovf_lock);
-}
-
-int hidx_overflow_reserve(hidx *h, uint64_t n)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	if (h->hx_ovf_next != 1 || n > HIDX_OVF_MAX_BUCKETS) {
-		rc = -EINVAL;
-		goto out;
-	}
-	while (h->hx_ovf_npages * HIDX_OVF_PAGE_BUCKETS < n) {
-		hidx_bucket *mem = hidx_map(HIDX_OVF_PAGE_BYTES);
-
-		if (!mem) {
-			rc = -ENOMEM;   /* the pages mapped so far stay counted; hidx_reset unmaps them */
-			goto out;
-		}
-		atomic_store_explicit(&h->hx_ovf_pages[h->hx_ovf_npages], mem, memory_order_release);
-		h->hx_ovf_npages++;
-	}
-	h->hx_ovf_next = n + 1;
-out:
-	pthread_mutex_unlock(&h->hx_ovf_lock);
-	return rc;
-}
-
-/* Map pages ahead until n overflow buckets can be handed out without a new mapping (a growth, before
- * its split: a copy must not fail half way). 0 or -ENOMEM. */
-static int hidx_overflow_prepare(hidx *h, uint64_t n)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	for (;;) {
-		uint64_t unused = h->hx_ovf_npages * HIDX_OVF_PAGE_BUCKETS - (h->hx_ovf_next - 1);
-		uint64_t avail = unused + h->hx_ovf_free_count + h->hx_ovf_nreleased * HIDX_OVF_PAGE_BUCKETS;
-
-		if (avail >= n)
-			break;
-		if (h->hx_ovf_npages == HIDX_OVF_MAX_PAGES) {
-			rc = -ENOMEM;
-			break;
-		}
-		hidx_bucket *mem = hidx_map(HIDX_OVF_PAGE_BYTES);
-		if (!mem) {
-			rc = -ENOMEM;
-			break;
-		}
-		atomic_store_explicit(&h->hx_ovf_pages[h->hx_ovf_npages], mem, memory_order_release);
-		h->hx_ovf_npages++;
-	}
-	pthread_mutex_unlock(&h->hx_ovf_lock);
-	return rc;
 }
 
 /* Only with no other thread using h (a failed image load): unmapping pages breaks invariant 3 for
@@ -377,17 +242,7 @@ void hidx_reset(hidx *h)
 	 * memset is the fallback where the advice is refused. */
 	if (madvise(t->ht_buckets, t->ht_bytes, MADV_DONTNEED) != 0)
 		memset(t->ht_buckets, 0, t->ht_bytes);
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	for (uint64_t p = 0; p < h->hx_ovf_npages; p++) {
-		munmap(atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed), HIDX_OVF_PAGE_BYTES);
-		atomic_store_explicit(&h->hx_ovf_pages[p], NULL, memory_order_relaxed);
-	}
-	h->hx_ovf_npages = 0;
-	h->hx_ovf_next = 1;
-	h->hx_ovf_free = 0;
-	h->hx_ovf_free_count = 0;
-	h->hx_ovf_nreleased = 0;
-	pthread_mutex_unlock(&h->hx_ovf_lock);
+	hidx_overflow_reset(h);
 }
 
 int hidx_reshape(hidx *h, uint64_t buckets, uint32_t grown)
@@ -729,84 +584,6 @@ static void hidx_split(hidx *h, hidx_table *t, uint64_t i)
 	atomic_fetch_sub(&h->hx_helpers, 1);
 }
 
-/* Free buckets per overflow page, counting the old chains' as free: cnt[p], or UINT32_MAX for a
- * page given back already (lock held). */
-static void hidx_ovf_count(hidx *h, const hidx_table *t, uint32_t *cnt)
-{
-	for (uint64_t r = 0; r < h->hx_ovf_nreleased; r++)
-		cnt[h->hx_ovf_released[r]] = UINT32_MAX;
-	for (uint64_t idx = h->hx_ovf_free; idx;
-	     idx = atomic_load_explicit(&hidx_overflow_at(h, idx)->hb_overflow, memory_order_relaxed))
-		cnt[(idx - 1) >> HIDX_OVF_PAGE_BITS]++;
-	for (uint64_t i = 0; i <= t->ht_mask; i++)
-		for (uint64_t l = atomic_load(&t->ht_buckets[i].hb_overflow) & HIDX_OVF_IDX_MASK; l;
-		     l = atomic_load(&hidx_overflow_at(h, l)->hb_overflow) & HIDX_OVF_IDX_MASK)
-			cnt[(l - 1) >> HIDX_OVF_PAGE_BITS]++;
-}
-
-/* The old table's overflow buckets, once no thread can walk its chains: a page wholly free with
- * them is given back to the kernel (the new chains took fresh pages while the old ones were still
- * read, so most of the old pages are); the rest go on the free list, zeroed (invariant 4). Without
- * memory for the counts, all of them go on the free list. */
-static void hidx_table_retire(hidx *h, hidx_table *t)
-{
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	uint64_t np = h->hx_ovf_npages, bump = (h->hx_ovf_next - 1) >> HIDX_OVF_PAGE_BITS;
-	uint32_t *cnt = calloc(np + 1, sizeof(*cnt));
-	uint32_t *rel = realloc(h->hx_ovf_released, (np + 1) * sizeof(*rel));
-
-	if (rel)
-		h->hx_ovf_released = rel;
-	if (cnt && rel)
-		hidx_ovf_count(h, t, cnt);
-	/* the page of the next never-used index is not whole: it stays */
-	if (cnt && bump < np)
-		cnt[bump] = 0;
-#define PAGE_GOES(idx) (cnt && rel && cnt[((idx) - 1) >> HIDX_OVF_PAGE_BITS] == HIDX_OVF_PAGE_BUCKETS)
-	/* the free list without the buckets of the pages that go */
-	uint64_t head = h->hx_ovf_free, kept = 0;
-	h->hx_ovf_free = 0;
-	for (uint64_t idx = head, next; idx; idx = next) {
-		hidx_bucket *b = hidx_overflow_at(h, idx);
-		next = atomic_load_explicit(&b->hb_overflow, memory_order_relaxed);
-		if (!PAGE_GOES(idx)) {
-			atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
-			h->hx_ovf_free = idx;
-			kept++;
-		}
-	}
-	h->hx_ovf_free_count = kept;
-	for (uint64_t i = 0; i <= t->ht_mask; i++) {
-		uint64_t link = atomic_load(&t->ht_buckets[i].hb_overflow) & HIDX_OVF_IDX_MASK;
-
-		while (link) {
-			hidx_bucket *b = hidx_overflow_at(h, link);
-			uint64_t next = atomic_load(&b->hb_overflow) & HIDX_OVF_IDX_MASK;
-
-			if (!PAGE_GOES(link)) {
-				memset((void *)b, 0, sizeof(*b));
-				atomic_store_explicit(&b->hb_overflow, h->hx_ovf_free, memory_order_relaxed);
-				h->hx_ovf_free = link;
-				h->hx_ovf_free_count++;
-			}
-			link = next;
-		}
-	}
-	for (uint64_t p = 0; cnt && rel && p < np; p++) {
-		if (cnt[p] != HIDX_OVF_PAGE_BUCKETS)
-			continue;
-		hidx_bucket *mem = atomic_load_explicit(&h->hx_ovf_pages[p], memory_order_relaxed);
-		/* zeros after the advice; where it is refused, by hand */
-		if (madvise(mem, HIDX_OVF_PAGE_BYTES, MADV_DONTNEED) != 0)
-			memset((void *)mem, 0, HIDX_OVF_PAGE_BYTES);
-		h->hx_ovf_released[h->hx_ovf_nreleased++] = (uint32_t)p;
-	}
-#undef PAGE_GOES
-	pthread_mutex_unlock(&h->hx_ovf_lock);
-	free(cnt);
-	hidx_table_free(t);
-}
-
 int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&h->hx_grow_one);
@@ -841,7 +618,8 @@ int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 	/* Threads that loaded t before the switch still walk it (and find SPLIT, so go to n). */
 	if (quiesce)
 		quiesce(ctx);
-	hidx_table_retire(h, t);
+	hidx_overflow_retire(h, t);
+	hidx_table_free(t);
 	atomic_store(&h->hx_old_bytes, 0);
 	atomic_fetch_add(&h->hx_grows, 1);
 	rc = 0;
@@ -996,10 +774,5 @@ void hidx_stats_get(hidx *h, hidx_stats *out /* out */)
 	out->grows = atomic_load(&h->hx_grows);
 	out->helped_splits = atomic_load(&h->hx_helped);
 	out->memory_bytes = out->buckets * HIDX_BUCKET_BYTES + atomic_load(&h->hx_old_bytes);
-	pthread_mutex_lock(&h->hx_ovf_lock);
-	/* linked buckets only: those waiting on the free list were never published */
-	out->overflow_buckets = h->hx_ovf_next - 1 - h->hx_ovf_free_count -
-				h->hx_ovf_nreleased * HIDX_OVF_PAGE_BUCKETS;
-	out->overflow_bytes = (h->hx_ovf_npages - h->hx_ovf_nreleased) * HIDX_OVF_PAGE_BYTES;
-	pthread_mutex_unlock(&h->hx_ovf_lock);
+	hidx_overflow_stats(h, &out->overflow_buckets, &out->overflow_bytes);
 }

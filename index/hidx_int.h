@@ -134,6 +134,18 @@ static inline hidx_bucket *hidx_bucket_next(const hidx *h, hidx_bucket *b, memor
  * `grown` bits come from the tag, as an image saved after growths has: 0, -EINVAL or -ENOMEM. */
 int hidx_overflow_reserve(hidx *h, uint64_t n);
 void hidx_overflow_free(hidx *h, uint64_t idx);
+/* The rest of the allocator (hidx_ovf.c), for hidx.c: a bucket handed out (0 or -ENOMEM); pages
+ * mapped ahead until n buckets can be handed out without a new mapping (0 or -ENOMEM); the
+ * buckets of t's chains taken back once no thread can walk them, whole free pages given back to
+ * the kernel; reset (no other thread: unmaps the pages), close, and the counts for hidx_stats. */
+int hidx_overflow_alloc(hidx *h, uint64_t *idx /* out */);
+int hidx_overflow_prepare(hidx *h, uint64_t n);
+void hidx_overflow_retire(hidx *h, const hidx_table *t);
+void hidx_overflow_reset(hidx *h);
+void hidx_overflow_close(hidx *h);
+void hidx_overflow_stats(hidx *h, uint64_t *buckets, uint64_t *bytes);
+/* An anonymous, lazily backed mapping of bytes (zeros), or NULL. */
+void *hidx_map(uint64_t bytes);
 void hidx_reset(hidx *h);
 int hidx_reshape(hidx *h, uint64_t buckets, uint32_t grown);
 
