@@ -181,6 +181,7 @@ void hlog_space_get(hlog *l, hlog_space *out)
 	out->units = u1 - u0 + 1;
 	for (uint64_t u = u0; u <= u1 && u - u0 < LOG_GARBAGE_SLOTS; u++)
 		out->garbage += cmp_unit_garbage(l, u);
+	out->expired_end = SPW_MAX(log_expired_prefix(l, out->begin, out->limit), out->begin);
 }
 
 uint64_t hlog_compact_choose(hlog *l, double min_share, uint64_t max_units)

@@ -462,6 +462,8 @@ typedef struct hlog_space {
 	uint64_t garbage;         /* garbage bytes counted in them */
 	uint64_t hold;            /* the lowest Begin a checkpoint on disk needs (UINT64_MAX: none) */
 	uint64_t reclaimed;       /* the device space below was given back */
+	uint64_t expired_end;     /* a pass to here would drop [begin, expired_end) unread (compact.c
+	                             note 7); begin when the oldest unit cannot go so */
 } hlog_space;
 void hlog_space_get(hlog *l, hlog_space *out /* out */);
 /* The end of the prefix worth a pass: whole units from Begin's, at most max_units of them, with

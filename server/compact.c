@@ -7,13 +7,16 @@
  * The compactor's state machine (one thread, transitions under cs.lock):
  *
  *     idle --(COMPACT, segments past --compaction-max-segments, disk past --disk-max, a memory-only
- *            log past half its memory with garbage worth a pass)--> pass --> checkpoints --> idle
+ *            log past half its memory with garbage worth a pass, units of expired records at the
+ *            oldest end)--> pass --> checkpoints --> idle
  *
  * Design notes:
  *  1. What a pass covers. COMPACT: everything compactable now (with a device, the log below Head).
  *     A trigger: the prefix hlog_compact_choose picks (the best garbage share, at least
  *     MIN_SHARE, or LOW_SHARE once the disk budget is near: a mostly-live prefix is not copied
- *     again and again for a segment count alone), at most a quarter of the log per pass.
+ *     again and again for a segment count alone), at most a quarter of the log per pass. Units
+ *     of expired records at the oldest end (COMPACT_EXPIRED_UNITS of them, or an eighth of the
+ *     log) start a pass over just them: it reads nothing (log/compact.c note 7).
  *  2. The disk budget counts what `du` shows of the data: the allocated blocks of the log's segment
  *     files, the checkpoints and the AOF (disk_usage). Past 90% of --disk-max compaction runs with
  *     LOW_SHARE. With noeviction (the default), a disk still past the budget after a pass sets
@@ -48,6 +51,7 @@
 #include <unistd.h>
 
 #define COMPACT_WAIT_MS 1000   /* the compactor looks at its triggers once a second */
+#define COMPACT_EXPIRED_UNITS 2 /* units of expired records at the oldest end that start a pass */
 #define COMPACT_WAIT_MEM_MS 20 /* without a device: 50 times a second (a cheap look) */
 #define COMPACT_NICE    10
 #define MIN_SHARE       0.25   /* note 1 */
@@ -142,6 +146,14 @@ static bool compact_due(bool asked, uint64_t disk, uint64_t segs, hlog_compact_o
 	}
 	if (asked) {
 		o->until = UINT64_MAX;
+		return true;
+	}
+	/* Units of expired records at the oldest end go for no IO (log/compact.c note 7): once a few
+	 * have gathered (each pass is followed by two checkpoints), so that TTL churn does not wait
+	 * for the segment trigger to get its disk back. */
+	uint64_t expired_units = (sp.expired_end - sp.begin) / sp.unit_bytes;
+	if (g_srv.dev && expired_units >= SPW_MAX(COMPACT_EXPIRED_UNITS, sp.units / 8)) {
+		o->until = sp.expired_end;
 		return true;
 	}
 	uint64_t max_units = SPW_MAX(1, sp.units / 4);

@@ -356,9 +356,10 @@ static void test_cache_mode_drops_the_oldest_keys_to_stay_within_the_disk_budget
  * they have expired, COMPACT drops their segments without reading them (INFO
  * compaction_expired_drop_bytes; compaction_read_bytes grew by less than the log left after them),
  * DBSIZE falls to the live keys, expired_keys counts every expired key, and none comes back. */
-static void test_segments_of_expired_keys_go_unread(void **state)
+/* by_itself: no COMPACT; the compactor starts the pass for the expired units at the oldest end
+ * (server/compact.c note 1), and their disk comes back. */
+static void expired_units_go_unread(bool by_itself)
 {
-	(void)state;
 	enum { E = 12000, L = 1000 };
 	static const char *const extra[] = { "--compaction-max-segments", "0", NULL };
 	static int want[E + L];
@@ -369,6 +370,7 @@ static void test_segments_of_expired_keys_go_unread(void **state)
 	write_ttl(&c, 0, E, 1, "1500");
 	long long written = itest_now_ms();
 	write_version(&c, E, E + L, 1);
+	uint64_t du0 = store_du();   /* before anything can have expired */
 	long long exp0 = itest_info_field(&c, "stats", "expired_keys");
 	long long read0 = itest_info_stat(&c, "compaction_read_bytes");
 	long long span = itest_info_field(&c, "store", "Log.TailAddress") -
@@ -379,10 +381,21 @@ static void test_segments_of_expired_keys_go_unread(void **state)
 		itest_sleep_ms(100);
 	long long dropped = 0;
 	for (long long until = itest_now_ms() + 60000; dropped == 0 && itest_now_ms() < until;) {
-		itest_expect(&c, "+OK\r\n", "compact", NULL);
+		if (!by_itself)
+			itest_expect(&c, "+OK\r\n", "compact", NULL);
 		dropped = itest_info_field(&c, "store", "compaction_expired_drop_bytes");
 		if (!dropped)
 			itest_sleep_ms(500);
+	}
+	if (by_itself) {
+		assert_int_equal(itest_info_field(&c, "store", "compaction_passes") > 0, 1);
+		uint64_t du = du0;
+		for (long long until = itest_now_ms() + 60000; du > du0 / 2 && itest_now_ms() < until;
+		     itest_sleep_ms(200))
+			du = store_du();
+		print_message("disk use %llu KiB before the drop, %llu KiB after\n",
+		              (unsigned long long)du0 >> 10, (unsigned long long)du >> 10);
+		assert_true(du <= du0 / 2);   /* the segments went, with no COMPACT and no segment trigger */
 	}
 	long long read = itest_info_stat(&c, "compaction_read_bytes") - read0;
 	print_message("expired drop: %lld bytes dropped unread (%lld units), %lld bytes read, log %lld bytes\n",
@@ -407,6 +420,18 @@ static void test_segments_of_expired_keys_go_unread(void **state)
 	check_versions(&c, 0, E + L, want);
 	itest_expect(&c, live, "dbsize", NULL);
 	shutdown_wait(&s, &c);
+}
+
+static void test_segments_of_expired_keys_go_unread(void **state)
+{
+	(void)state;
+	expired_units_go_unread(false);
+}
+
+static void test_segments_of_expired_keys_go_unread_without_compact(void **state)
+{
+	(void)state;
+	expired_units_go_unread(true);
 }
 
 /* The figures a drop decides by are this process's own: after a restart, the recovered segments
@@ -451,6 +476,8 @@ int main(void)
 		                                itest_data_dir_setup, itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_segments_of_expired_keys_go_unread, itest_data_dir_setup,
 		                                itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_segments_of_expired_keys_go_unread_without_compact,
+		                                itest_data_dir_setup, itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_recovered_segments_are_never_dropped_unread, itest_data_dir_setup,
 		                                itest_data_dir_teardown),
 	};
