@@ -110,8 +110,10 @@
  *    table. Invariant 1 holds in the new table: one old chain had one entry per tag, and its tags go
  *    to one of the two halves each.
  *  - hidx_scan visits a frozen bucket through the two new buckets it splits into, so a scan that
- *    crosses a growth sees every entry (some twice: cursors below N revisit i + N); cursors stay
- *    valid, since the table only grows and keeps bucket i's keys in i or i + N.
+ *    crosses a growth sees every entry; cursors stay valid, since the table only grows and keeps
+ *    bucket i's keys in i or i + N. With hidx_scan's cursors (now's buckets) an entry may be seen
+ *    twice (a cursor below N revisits i + N); hidx_scan_base numbers cursors in the buckets a walk
+ *    began with and visits j, j + base, j + 2 base ... for cursor j: each entry once (KEYS).
  *
  * The overflow allocator (pages, the free list, pages given back) is hidx_ovf.c's.
  *
@@ -536,9 +538,9 @@ static int hidx_place(hidx *h, hidx_bucket **b, unsigned *pos, uint64_t w)
 /* Split bucket i of t into buckets i and i + N of t's next table. Any thread may run it, at once
  * with others: the result is the same. An allocation failure cannot be handed back to a reader in
  * the middle of a lookup, so it is retried; hidx_grow mapped, before the first freeze, as many
- * overflow buckets as the old chains had linked, and the two halves of a chain never need more
- * than it had (ceil(a/7) + ceil(b/7) - 2 <= ceil((a+b)/7) - 1), so only inserts made meanwhile
- * can run the allocator dry. */
+ * overflow buckets as the old chains had linked (and an eighth more), and the two halves of a
+ * chain of a + b entries need max(0, ceil(a/7) - 1) + max(0, ceil(b/7) - 1) <= max(0,
+ * ceil((a+b)/7) - 1), what it had, so only inserts made meanwhile can run the allocator dry. */
 static void hidx_split(hidx *h, hidx_table *t, uint64_t i)
 {
 	hidx_bucket *head = &t->ht_buckets[i];
@@ -606,8 +608,9 @@ int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 	atomic_store(&t->ht_next, n);   /* before the first FROZEN: whoever sees one finds n */
 	for (uint64_t i = 0; i <= t->ht_mask; i++)
 		hidx_split(h, t, i);
-	hidx_set_cur(h, n);
+	/* the old array's bytes first: a moment's undercount, never a count of both twice */
 	atomic_store(&h->hx_old_bytes, t->ht_bytes);
+	hidx_set_cur(h, n);
 	/* A helper still copying could otherwise write a value into a slot of n that a clear freed
 	 * meanwhile. Helpers wait on nothing but a tentative claim or the allocator: a short wait. */
 	for (unsigned spins = 0; atomic_load(&h->hx_helpers) != 0;)
@@ -752,9 +755,10 @@ static void hidx_clear_run(hidx *h)
 	}
 }
 
-/* Never waits: during a growth's split the limit is left for the grower, which clears the new
- * table once the split is over. The clear is slot reuse only (an entry below Begin reads as absent
- * already), so it may come a little later; without a growth it runs before this returns. */
+/* Never waits: while the mutex is held (a growth's split, or another clear) the limit is left for
+ * its holder, who runs it after unlocking. The clear is slot reuse only (an entry below Begin reads
+ * as absent already), so it may come a little later; with nobody holding the mutex it runs before
+ * this returns. */
 void hidx_clear_below(hidx *h, uint64_t addr)
 {
 	uint64_t cur = atomic_load(&h->hx_clear_pending);

@@ -1,7 +1,7 @@
 /*
  * hidx_image.c - index images: the hash index streamed to a file and read back (checkpoints).
  *
- * FORMAT (every integer little-endian; version 1)
+ * FORMAT (every integer little-endian; versions 1 and 2, one layout)
  *
  *   header, 40 bytes
  *      0  magic "SPWIDX01"
@@ -502,8 +502,9 @@ static int load_header(image_load *L)
 	L->hbuckets = get_u64(L->hdr + 16);
 	L->novf = get_u64(L->hdr + 24);
 	L->raw = get_u64(L->hdr + 32);
-	/* byte 12 was reserved (0) in version 1 */
-	uint32_t grown = get_u32(L->hdr + 8) == HIDX_IMAGE_VERSION ? get_u32(L->hdr + 12) : 0;
+	/* Byte 12 is read in every version: images from before growth have 0 there (it was reserved),
+	 * and the first builds that grew wrote their doublings there under version 1. */
+	uint32_t grown = get_u32(L->hdr + 12);
 	/* The image's geometry wins over h's (a restart with another --index). One that no index can
 	 * have, or a length that does not add up, is left to the checks after the frame. */
 	if (L->novf <= HIDX_OVF_MAX_BUCKETS && L->hbuckets <= HIDX_IMAGE_MAX_BUCKETS &&

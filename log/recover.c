@@ -246,14 +246,20 @@ static int recover_load(hlog *l, const char *dir, dev *d, dev_queue *q, const ck
 	/* The in-memory part of the log (note 3), read into its frames. */
 	atomic_store(&l->rec_total, m->cut);
 	/* Below Begin's sector nothing may have been written: a FLUSHALL moved Begin past bytes that
-	 * no page write took (ckpt.c writes from there too). Zeros stand in for them; no address
+	 * no page write took (ckpt.c writes from there too). The page is read whole as before (an
+	 * older checkpoint's bytes there come back unchanged and are written back so when the page is
+	 * flushed again); only when that fails, zeros stand in below Begin's sector: no address
 	 * below Begin is ever read. */
 	uint64_t bsec = m->begin & ~(uint64_t)(d->sector_bytes - 1);
 	for (uint64_t p = head; p < m->cut; p += pb) {
-		uint64_t from = SPW_MAX(p, SPW_MIN(bsec, p + pb)), to = SPW_MIN(p + pb, m->cut);
-		if (from > p)
+		uint64_t from = p, to = SPW_MIN(p + pb, m->cut);
+		rc = ckpt_dev_io(q, false, from, hlog_rec_at(l, from), to - from);
+		if (rc < 0 && bsec > p) {
+			from = SPW_MIN(bsec, to);
 			memset(hlog_rec_at(l, p), 0, from - p);
-		if (from < to && (rc = ckpt_dev_io(q, false, from, hlog_rec_at(l, from), to - from)) < 0) {
+			rc = from < to ? ckpt_dev_io(q, false, from, hlog_rec_at(l, from), to - from) : 0;
+		}
+		if (rc < 0) {
 			char seg[512];
 			dev_segment_name(d, from >> d->segment_shift, seg, sizeof(seg));
 			ckpt_why(why, whylen, "%s: reading log bytes %" PRIu64 "..%" PRIu64 " failed: %s", seg,

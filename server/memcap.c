@@ -24,8 +24,9 @@
  *  2. Start-up (memcap_startup_check): with --maxmemory, --memory + the index's room + the reserve
  *     must fit in the cap. The room is what the index may double up to (memcap_index_max:
  *     --index-max-size, left out 1/16 of the cap, never below --index). An option the user left
- *     out (config_option_given) is sized from the cap instead of its default: --index to 1/16 of
- *     the cap (a power of two, at most its default: it grows from there), --page
+ *     out (config_option_given) is sized from the cap instead of its default: --index starts at
+ *     1/16 of the cap (a power of two) but at most its default, or 1/64th of the room when that
+ *     is more (so the doublings reach the room), and never above --index-max-size; --page
  *     halved until the window holds MEMCAP_MIN_PAGES pages, --memory to what is left, whole pages.
  *     A given value that does not fit stops start-up with a message naming what to pass.
  *  3. The -OOM gate: g_srv.deny_oom's SPW_OOM_MEMORY bit is set while used_memory > maxmemory under
@@ -184,6 +185,8 @@ int memcap_startup_check(void)
 		 * would not reach 1/16 of it from the default */
 		uint64_t idx = floor_pow2(cap / 16);
 		uint64_t start = SPW_MAX(SPW_MIN(idx, MEMCAP_INDEX_DEF), idx >> HIDX_GROW_MAX);
+		if (g_cfg.index_max_size)   /* never above what the user allows it to reach */
+			start = SPW_MIN(start, floor_pow2(g_cfg.index_max_size));
 		g_cfg.index_bytes = SPW_MAX(start, (uint64_t)HIDX_BUCKET_BYTES * 64);
 		config_option_sized("index");
 	}

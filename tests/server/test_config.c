@@ -563,6 +563,13 @@ static void test_index_max_is_what_the_doublings_reach(void **state)
 	assert_int_equal(g_cfg.index_bytes, 64ULL << 20);
 	assert_int_equal(memcap_index_max(), 4ULL << 30);
 	config_defaults();
+	/* and never a start above a given --index-max-size */
+	char *a6[] = { "s", "--maxmemory", "64g", "--index-max-size", "32m" };
+	assert_int_equal(config_load(ARGC(a6), a6), 0);
+	assert_int_equal(memcap_startup_check(), 0);
+	assert_int_equal(g_cfg.index_bytes, 32ULL << 20);
+	assert_int_equal(memcap_index_max(), 32ULL << 20);
+	config_defaults();
 }
 
 static void test_maxmemory_sizes_what_was_left_out_and_rewrite_keeps_it_out(void **state)
