@@ -623,6 +623,7 @@ int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 		quiesce(ctx);
 	hidx_overflow_retire(h, t);
 	hidx_table_free(t);
+	hidx_overflow_grew(h);
 	atomic_store(&h->hx_old_bytes, 0);
 	atomic_fetch_add(&h->hx_grows, 1);
 	rc = 0;

@@ -89,6 +89,11 @@ void hidx_clear_below(hidx *h, uint64_t addr);
  * caller decides whether one is due). */
 int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx);
 
+/* fn(ctx) runs once, on the thread whose insert links an overflow bucket that brings them to pct
+ * percent of the main buckets, with no index lock held (a wake-up of whoever grows the index: it
+ * must be short), and once more per growth after that. */
+void hidx_set_full_hook(hidx *h, unsigned pct, void (*fn)(void *ctx), void *ctx);
+
 typedef struct hidx_stats {
 	uint64_t buckets;            /* main array */
 	uint32_t grown;              /* doublings in its geometry (also those of a loaded image) */

@@ -85,6 +85,11 @@ struct hidx {
 	 * never-used index (lock). */
 	uint32_t *hx_ovf_released;
 	uint64_t hx_ovf_nreleased;
+	/* hidx_set_full_hook (lock): told once per table, so one wake-up per growth wanted. */
+	void (*hx_full_fn)(void *ctx);
+	void *hx_full_ctx;
+	uint64_t hx_full_pct;
+	bool hx_full_told;
 };
 
 static inline hidx_table *hidx_cur(const hidx *h)
@@ -144,6 +149,8 @@ void hidx_overflow_retire(hidx *h, const hidx_table *t);
 void hidx_overflow_reset(hidx *h);
 void hidx_overflow_close(hidx *h);
 void hidx_overflow_stats(hidx *h, uint64_t *buckets, uint64_t *bytes);
+/* A growth is over: the fill hook may tell again. */
+void hidx_overflow_grew(hidx *h);
 /* An anonymous, lazily backed mapping of bytes (zeros), or NULL. */
 void *hidx_map(uint64_t bytes);
 void hidx_reset(hidx *h);

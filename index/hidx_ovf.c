@@ -83,9 +83,38 @@ int hidx_overflow_alloc(hidx *h, uint64_t *idx /* out */)
 		h->hx_ovf_npages++;
 	}
 	*idx = h->hx_ovf_next++;
-out:
+out:;
+	/* The fill a growth waits for (hidx_set_full_hook), told once per table. */
+	bool tell = false;
+	if (rc == 0 && h->hx_full_fn && !h->hx_full_told) {
+		uint64_t linked = h->hx_ovf_next - 1 - h->hx_ovf_free_count -
+				  h->hx_ovf_nreleased * HIDX_OVF_PAGE_BUCKETS;
+		if (linked * 100 >= atomic_load(&h->hx_nbuckets) * h->hx_full_pct)
+			tell = h->hx_full_told = true;
+	}
+	void (*fn)(void *) = h->hx_full_fn;
+	void *ctx = h->hx_full_ctx;
 	pthread_mutex_unlock(&h->hx_ovf_lock);
+	if (tell)
+		fn(ctx);
 	return rc;
+}
+
+void hidx_set_full_hook(hidx *h, unsigned pct, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	h->hx_full_fn = fn;
+	h->hx_full_ctx = ctx;
+	h->hx_full_pct = pct;
+	h->hx_full_told = false;
+	pthread_mutex_unlock(&h->hx_ovf_lock);
+}
+
+void hidx_overflow_grew(hidx *h)
+{
+	pthread_mutex_lock(&h->hx_ovf_lock);
+	h->hx_full_told = false;
+	pthread_mutex_unlock(&h->hx_ovf_lock);
 }
 
 /* Take back a bucket that was never published (its link CAS lost). It is still all zero. Also used

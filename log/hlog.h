@@ -53,6 +53,9 @@ typedef struct hlog_config {
 	                           * HIDX_GROW_MAX times); 0 or index_bytes = it never grows */
 	int index_resize_pct;     /* --index-resize-threshold: it doubles once its overflow buckets pass
 	                           * this percent of its main buckets (0 = 25) */
+	void (*index_full_fn)(void *ctx);  /* called (short: a wake-up) when they do: the caller of
+	                           * hlog_index_grow_step need not wait for its next look */
+	void *index_full_ctx;
 	int mutable_percent;      /* --mutable-percent, 0..100 */
 	int max_sessions;         /* threads that may open sessions */
 	/* Storage tier (NULL dev = memory only, as before). The log does not own the device. */

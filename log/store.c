@@ -124,6 +124,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 		goto fail;
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
 		goto fail;
+	if (cfg->index_full_fn)
+		hidx_set_full_hook(l->idx, (unsigned)l->index_pct, cfg->index_full_fn, cfg->index_full_ctx);
 	if ((rc = epoch_open(&l->ep, cfg->max_sessions)) < 0)
 		goto fail;
 	if ((rc = alloc_open(l)) < 0)

@@ -64,6 +64,7 @@ static struct {
 	pthread_t thread;
 	bool started;
 	_Atomic int stop;
+	bool index_wanted;         /* the index's fill hook fired: look at its growth now (lock) */
 	uint64_t asked, done;      /* COMPACT tickets */
 	int done_rc;
 	char done_why[160];
@@ -256,9 +257,19 @@ static void compact_oom_update(uint64_t disk)
 	}
 }
 
+void compact_index_wanted(void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&cs.lock);
+	cs.index_wanted = true;
+	pthread_cond_signal(&cs.cond);
+	pthread_mutex_unlock(&cs.lock);
+}
+
 /* The index's growth (log/store.c note 2) runs here too: a background thread with a store session,
- * looking every --index-resize-freq seconds; doublings in a row until the fill is under the
- * threshold (a bulk load may have outrun a few looks). */
+ * looking every --index-resize-freq seconds, and at once when the index's fill hook says the
+ * threshold was passed (compact_index_wanted, from the inserting worker: a bulk load fills a
+ * small index many times over in a second); doublings in a row until the fill is under it. */
 static void compact_index_grow(hlog_session *s)
 {
 	int rc;
@@ -302,7 +313,8 @@ static void *compact_main(void *arg)
 	pthread_mutex_lock(&cs.lock);
 	while (!atomic_load(&cs.stop)) {
 		uint64_t serving = cs.asked;
-		bool asked = serving > cs.done;
+		bool asked = serving > cs.done, index_wanted = cs.index_wanted;
+		cs.index_wanted = false;
 		pthread_mutex_unlock(&cs.lock);
 		/* The folders are looked at once a second at most (note 2), even when passes come faster. */
 		int64_t now = spw_time_ms();
@@ -310,7 +322,7 @@ static void *compact_main(void *arg)
 			disk = disk_usage(&segs);
 			disk_ms = now;
 		}
-		if (now - grow_ms >= (int64_t)g_cfg.index_resize_freq * 1000) {
+		if (index_wanted || now - grow_ms >= (int64_t)g_cfg.index_resize_freq * 1000) {
 			grow_ms = now;
 			compact_index_grow(s);
 		}
@@ -376,7 +388,7 @@ static void *compact_main(void *arg)
 		ts.tv_nsec += (wait_ms % 1000) * 1000000L;
 		ts.tv_sec += wait_ms / 1000 + ts.tv_nsec / 1000000000L;
 		ts.tv_nsec %= 1000000000L;
-		if (cs.asked == cs.done && !atomic_load(&cs.stop))
+		if (cs.asked == cs.done && !cs.index_wanted && !atomic_load(&cs.stop))
 			pthread_cond_timedwait(&cs.cond, &cs.lock, &ts);
 	}
 	pthread_mutex_unlock(&cs.lock);

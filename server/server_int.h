@@ -474,6 +474,8 @@ int persist_recover(void);
 int persist_start(void);
 /* compact.c: the compactor thread, COMPACT's tickets, INFO's lines. */
 int compact_start(void);
+/* The index's fill hook (hlog_config.index_full_fn): wakes the compactor to grow it. */
+void compact_index_wanted(void *ctx);
 void compact_stop(void);
 int compact_request(uint64_t *ticket /* out */);
 bool compact_done(uint64_t ticket, int *rc, char *why, size_t whylen);

@@ -533,6 +533,7 @@ static int server_store_open(void)
 		.index_bytes = g_cfg.index_bytes,
 		.index_max_bytes = memcap_index_max(),
 		.index_resize_pct = g_cfg.index_resize_threshold,
+		.index_full_fn = compact_index_wanted,
 		.mutable_percent = g_cfg.mutable_percent,
 		.max_sessions = g_cfg.threads + 4,   /* the workers, the saver, the main thread's recovery,
 		                                        the compactor, the expirer */
