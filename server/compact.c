@@ -63,6 +63,8 @@ static struct {
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool started;
+	bool gone;                 /* no compactor will run a COMPACT any more: it failed or stopped
+	                              (lock); before compact_start, a COMPACT waits for it */
 	_Atomic int stop;
 	bool index_wanted;         /* the index's fill hook fired: look at its growth now (lock) */
 	uint64_t asked, done;      /* COMPACT tickets */
@@ -298,6 +300,7 @@ static void *compact_main(void *arg)
 		/* COMPACT is refused from now on; a waiting one gets its answer. */
 		pthread_mutex_lock(&cs.lock);
 		cs.started = false;
+		cs.gone = true;
 		cs.done = cs.asked;
 		cs.done_rc = rc;
 		snprintf(cs.done_why, sizeof(cs.done_why), "the compactor has no store session");
@@ -400,11 +403,22 @@ int compact_start(void)
 {
 	atomic_store(&cs.stop, 0);
 	int rc = pthread_create(&cs.thread, NULL, compact_main, NULL);
+	pthread_mutex_lock(&cs.lock);
+	if (rc) {
+		/* A COMPACT taken before this gets its answer. */
+		cs.gone = true;
+		cs.done = cs.asked;
+		cs.done_rc = -rc;
+		snprintf(cs.done_why, sizeof(cs.done_why), "the compactor did not start");
+	} else {
+		cs.started = true;
+	}
+	pthread_mutex_unlock(&cs.lock);
 	if (rc) {
 		spw_log(SPW_LOG_WARNING, rc, "Cannot start the compactor thread");
+		server_wake_saves();
 		return -1;
 	}
-	cs.started = true;
 	return 0;
 }
 
@@ -420,6 +434,7 @@ void compact_stop(void)
 	cs.started = false;
 	/* COMPACT waiters get an answer. */
 	pthread_mutex_lock(&cs.lock);
+	cs.gone = true;
 	if (cs.asked > cs.done) {
 		cs.done = cs.asked;
 		cs.done_rc = -ECANCELED;
@@ -433,7 +448,9 @@ void compact_stop(void)
 int compact_request(uint64_t *ticket)
 {
 	pthread_mutex_lock(&cs.lock);
-	int rc = cs.started ? 0 : -ENOTCONN;
+	/* Before compact_start (the workers serve from the end of loading on, a moment earlier) the
+	 * ticket waits for the compactor, which takes it first. */
+	int rc = cs.gone ? -ENOTCONN : 0;
 	if (rc == 0) {
 		*ticket = ++cs.asked;
 		pthread_cond_broadcast(&cs.cond);

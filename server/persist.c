@@ -81,6 +81,7 @@ static struct {
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool started, stop;
+	bool start_failed;                /* persist_start could not start the saver */
 	/* requests */
 	bool bgsave_asked;
 	uint64_t save_asked, save_done;   /* SAVE tickets handed out / answered (note 4) */
@@ -499,11 +500,23 @@ int persist_start(void)
 	ps.stop = false;
 	pthread_mutex_unlock(&ps.lock);
 	int rc = pthread_create(&ps.thread, NULL, saver_main, NULL);
+	pthread_mutex_lock(&ps.lock);
+	if (rc) {
+		/* A SAVE taken before this (persist_save_request) gets its answer: failed. */
+		ps.start_failed = true;
+		if (ps.save_asked > ps.save_done) {
+			ps.save_done = ps.save_asked;
+			ps.save_rc = -rc;
+		}
+	} else {
+		ps.started = true;
+	}
+	pthread_mutex_unlock(&ps.lock);
 	if (rc) {
 		spw_log(SPW_LOG_WARNING, rc, "Cannot start the saver thread");
+		server_wake_saves();
 		return -1;
 	}
-	ps.started = true;
 	return 0;
 }
 
@@ -579,7 +592,10 @@ int persist_save_request(uint64_t *ticket)
 {
 	int rc = 0;
 	pthread_mutex_lock(&ps.lock);
-	if (ps.running || !ps.started) {
+	/* Before the saver has started (the workers serve from the end of loading on, a moment before
+	 * persist_start) a SAVE waits for it: it runs the ticket first. After a stop, or a saver that
+	 * could not start, there is nobody to run it. */
+	if (ps.running || (!ps.started && (ps.stop || ps.start_failed))) {
 		rc = -EBUSY;
 	} else {
 		*ticket = ++ps.save_asked;
