@@ -36,7 +36,8 @@
  *     without blocking its worker; when the checkpoint that started after the ticket ends, the
  *     saver sets every worker's save_pending and wakes it (as CLIENT KILL's kill_pending), and the
  *     worker answers its waiters (worker.c). As Redis 7.0: SAVE or BGSAVE while a checkpoint runs
- *     answers "Background save already in progress"; a failed SAVE answers "-ERR".
+ *     answers "Background save already in progress"; a failed SAVE answers "-ERR". One that comes
+ *     after loading but before persist_start has started the saver waits for it.
  *  5. AOF turned on at runtime (CONFIG SET appendonly yes): records start once each worker has
  *     opened its writer; the changes made before are in no AOF, so a checkpoint starts as soon as
  *     every worker has one (g_srv.aof_writers), after which checkpoint + AOF cover everything.
