@@ -594,11 +594,11 @@ int hidx_grow(hidx *h, void (*quiesce)(void *ctx), void *ctx)
 
 	if (t->ht_grown >= HIDX_GROW_MAX)
 		goto out;
-	hidx_stats st;
-	hidx_stats_get(h, &st);
+	uint64_t linked, bytes;
+	hidx_overflow_stats(h, &linked, &bytes);
 	rc = -ENOMEM;
 	/* the copy's overflow buckets (hidx_split), with room for the inserts made meanwhile */
-	if (hidx_overflow_prepare(h, st.overflow_buckets + st.overflow_buckets / 8 + 64) < 0)
+	if (hidx_overflow_prepare(h, linked + linked / 8 + 64) < 0)
 		goto out;
 	if (!(n = hidx_table_new(t->ht_base_bits + t->ht_grown + 1, t->ht_grown + 1)))
 		goto out;

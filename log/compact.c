@@ -588,10 +588,9 @@ int hlog_compact(hlog *l, hlog_session *s, const hlog_compact_opts *o, hlog_comp
 	uint64_t begin = load_acq(&l->begin);
 	out->begin = out->end = begin;
 	int rc = cmp_open(&c);
-	if (rc == 0 && SPW_MIN(o->until, cmp_limit(l)) > begin) {
-		/* (SPW_MIN evaluates its arguments twice: the scan is a statement of its own.) */
-		uint64_t from = cmp_drop_expired(&c, begin, SPW_MIN(o->until, cmp_limit(l)));
-		uint64_t until = SPW_MIN(o->until, cmp_limit(l));
+	uint64_t limit = cmp_limit(l), until = SPW_MIN(o->until, limit);
+	if (rc == 0 && until > begin) {
+		uint64_t from = cmp_drop_expired(&c, begin, until);
 		uint64_t end = from < until ? cmp_scan(&c, from, until) : from;
 		end = SPW_MIN(end, c.floor);
 		if (end > from)

@@ -388,7 +388,6 @@ static void expired_units_go_unread(bool by_itself)
 			itest_sleep_ms(500);
 	}
 	if (by_itself) {
-		assert_int_equal(itest_info_field(&c, "store", "compaction_passes") > 0, 1);
 		uint64_t du = du0;
 		for (long long until = itest_now_ms() + 60000; du > du0 / 2 && itest_now_ms() < until;
 		     itest_sleep_ms(200))
@@ -396,6 +395,8 @@ static void expired_units_go_unread(bool by_itself)
 		print_message("disk use %llu KiB before the drop, %llu KiB after\n",
 		              (unsigned long long)du0 >> 10, (unsigned long long)du >> 10);
 		assert_true(du <= du0 / 2);   /* the segments went, with no COMPACT and no segment trigger */
+		/* counted once the pass and its checkpoints are over, which the segments going needed */
+		assert_true(itest_info_field(&c, "store", "compaction_passes") > 0);
 	}
 	long long read = itest_info_stat(&c, "compaction_read_bytes") - read0;
 	print_message("expired drop: %lld bytes dropped unread (%lld units), %lld bytes read, log %lld bytes\n",
