@@ -3,12 +3,14 @@
 # missing, and runs apt-get update only when something is. Works as root, or through sudo.
 #
 #   build:      build-essential cmake pkg-config liburing-dev libaio-dev libxxhash-dev libzstd-dev
-#   tests:      libcmocka-dev, redis-server and redis-tools (the reference the integration tests and
-#               tools/bench-redis.sh compare against), procps (ps/pgrep for the scripts)
+#   codecs:     liblzf-dev (the LZF compression of Redis's RDB strings: DUMP/RESTORE, --import-rdb)
+#   tests:      libcmocka-dev, python3-redis (the randomized differential test's client, run by
+#               Debian's /usr/bin/python3), redis-server and redis-tools (the reference the
+#               integration tests and tools/bench-redis.sh compare against), procps (ps/pgrep)
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config liburing-dev libaio-dev libxxhash-dev libzstd-dev
-      libcmocka-dev redis-server redis-tools procps gnuplot-nox)
+      liblzf-dev libcmocka-dev python3-redis redis-server redis-tools procps gnuplot-nox)
 
 missing=()
 for p in "${PKGS[@]}"; do
