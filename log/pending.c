@@ -508,7 +508,8 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 		f->key = key;
 		f->kcap = cap;
 	}
-	memcpy(f->key, k->ptr, k->len);
+	if (k->len)   /* the empty key: f->key may still be NULL */
+		memcpy(f->key, k->ptr, k->len);
 	f->klen = (uint32_t)k->len;
 	f->hash = k->hash;
 	f->start = addr;
