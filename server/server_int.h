@@ -89,6 +89,15 @@ typedef struct spw_config {
 	/* The memory cap (memcap.c). */
 	uint64_t maxmemory;           /* --maxmemory: bytes everything the server allocates may take (0 = no cap) */
 	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
+	/* Collection encodings (Redis 7.0's names and defaults), CONFIG SET-able: read them with
+	 * __atomic_load_n(..., __ATOMIC_RELAXED) (config.c note 6). */
+	uint64_t hash_max_listpack_entries; /* a hash with more fields leaves the listpack (512) */
+	uint64_t hash_max_listpack_value;   /* ... or with a longer field or value, in bytes (64) */
+	uint64_t set_max_intset_entries;    /* an integer set with more members leaves the intset (512) */
+	uint64_t zset_max_listpack_entries; /* a sorted set with more members leaves the listpack (128) */
+	uint64_t zset_max_listpack_value;   /* ... or with a longer member, in bytes (64) */
+	int list_max_listpack_size;         /* quicklist node: > 0 entries, -1..-5 = 4..64 KiB (-2) */
+	int list_compress_depth;            /* quicklist nodes kept uncompressed at each end (0 = none) */
 } spw_config;
 
 /* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
@@ -483,8 +492,9 @@ void compact_info(struct sbuf *b);
 /* A store session for a background thread; with a device attached with ready (NULL: ignored). */
 int persist_session_open(hlog_session **out, hlog_ready_fn ready, void *arg);
 int persist_stop(bool save);
-/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). */
-void persist_config_changed(void);
+/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). 0, or
+ * -errno when the AOF cannot be turned on (its folder or sync thread): nothing changed then. */
+int persist_config_changed(void);
 /* BGSAVE: 0 when the saver was asked, -EBUSY when a checkpoint is already asked for or running. */
 int persist_bgsave(void);
 /* SAVE: -EBUSY as BGSAVE, else 0 with *ticket to wait for (persist_save_done). */
