@@ -29,7 +29,9 @@
  *     counters restored, since the same request runs again once the device reads are done
  *     (park.c note 1). The attempt's time is charged to the command, its call is not counted.
  *     The marks cost five loads per command; handlers then need only guarantee that they did not
- *     change the store before parking.
+ *     change the store before parking. The same mark mutes a command's reply under CLIENT REPLY
+ *     OFF|SKIP once it has really completed, or was rejected (cmd_client.c note 3): a parked
+ *     attempt leaves SKIP for its re-run.
  *  7. While the store loads at start (g_srv.loading, persist.c note 1), a command without Redis's
  *     CMD_LOADING flag is rejected with Redis's exact "-LOADING Redis is loading the dataset in
  *     memory" (a rejected call), after the arity check as in processCommand.
@@ -748,6 +750,9 @@ void command_dispatch(client *c)
 	worker *w = c->w;
 	worker_stats *st = &w->stats;
 	const spw_command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
+	resp_chunk *mark = c->out.tail;
+	uint32_t mark_len = mark ? mark->len : 0;
+	size_t mark_bytes = c->out.bytes;
 
 	if (SPW_UNLIKELY(!cmd)) {
 		c->cmd = NULL;
@@ -787,9 +792,6 @@ void command_dispatch(client *c)
 	}
 
 	uint64_t errors = st->errors, hits = st->keyspace_hits, misses = st->keyspace_misses;
-	resp_chunk *mark = c->out.tail;
-	uint32_t mark_len = mark ? mark->len : 0;
-	size_t mark_bytes = c->out.bytes;
 	c->last_cmd = cmd;   /* before the call, so CLIENT LIST shows cmd=client|list as Redis */
 	cmd->fn(c);
 	uint64_t now = server_ticks();
@@ -812,10 +814,14 @@ void command_dispatch(client *c)
 	w->cmd_clock = now;
 	if (SPW_UNLIKELY(st->errors != errors))
 		st->cmd_failed[idx]++;
+	if (SPW_UNLIKELY(c->flags & CLIENT_REPLY_MODES))
+		client_reply_mode_end(c, mark, mark_len, mark_bytes);
 	return;
 
 rejected:
 	w->cmd_clock = server_ticks();
 	if (cmd)
 		c->last_cmd = cmd;
+	if (SPW_UNLIKELY(c->flags & CLIENT_REPLY_MODES))
+		client_reply_mode_end(c, mark, mark_len, mark_bytes);
 }

@@ -551,18 +551,23 @@ int persist_stop(bool save)
 	return rc;
 }
 
-void persist_config_changed(void)
+int persist_config_changed(void)
 {
+	int rc = 0;
 	if (!ps.started)
-		return;   /* start-up: the options are read before anything runs */
+		return 0;   /* start-up: the options are read before anything runs */
 	pthread_mutex_lock(&ps.lock);
 	bool on = __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED);
 	if (on && !ps.aof_was_on) {
-		int rc = aof_dir_prepare(g_cfg.dir);
+		rc = aof_dir_prepare(g_cfg.dir);
 		if (rc == 0)
 			rc = aof_sync_thread_start();
-		if (rc < 0)
+		if (rc < 0) {
+			/* CONFIG SET answers Redis's error and puts appendonly back (config.c note 5). */
 			spw_log(SPW_LOG_WARNING, -rc, "AOF turned on: cannot prepare %s/%s", g_cfg.dir, AOF_DIR_NAME);
+			pthread_mutex_unlock(&ps.lock);
+			return rc;
+		}
 		atomic_fetch_add(&g_srv.aof_gen, 1);   /* a new generation: the last one's files may exist */
 		ps.aof_on_pending = true;   /* note 5 */
 		spw_log(SPW_LOG_NOTICE, 0, "AOF turned on: a checkpoint follows once every worker writes it");
@@ -571,6 +576,7 @@ void persist_config_changed(void)
 	pthread_cond_broadcast(&ps.cond);
 	pthread_mutex_unlock(&ps.lock);
 	server_wake_all();   /* workers open or close their writers, or change the fsync mode */
+	return 0;
 }
 
 /* ---------------- requests ---------------- */

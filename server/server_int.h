@@ -89,6 +89,15 @@ typedef struct spw_config {
 	/* The memory cap (memcap.c). */
 	uint64_t maxmemory;           /* --maxmemory: bytes everything the server allocates may take (0 = no cap) */
 	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
+	/* Collection encodings (Redis 7.0's names and defaults), CONFIG SET-able: read them with
+	 * __atomic_load_n(..., __ATOMIC_RELAXED) (config.c note 6). */
+	uint64_t hash_max_listpack_entries; /* a hash with more fields leaves the listpack (512) */
+	uint64_t hash_max_listpack_value;   /* ... or with a longer field or value, in bytes (64) */
+	uint64_t set_max_intset_entries;    /* an integer set with more members leaves the intset (512) */
+	uint64_t zset_max_listpack_entries; /* a sorted set with more members leaves the listpack (128) */
+	uint64_t zset_max_listpack_value;   /* ... or with a longer member, in bytes (64) */
+	int list_max_listpack_size;         /* quicklist node: > 0 entries, -1..-5 = 4..64 KiB (-2) */
+	int list_compress_depth;            /* quicklist nodes kept uncompressed at each end (0 = none) */
 } spw_config;
 
 /* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
@@ -163,6 +172,13 @@ typedef struct client client;
 #define CLIENT_SAVE_WAIT         (1u << 4)   /* SAVE: waits for the saver's checkpoint (persist.c) */
 #define CLIENT_SHUTDOWN_SAVE     (1u << 5)   /* SHUTDOWN: the checkpoint it waits for decides it */
 #define CLIENT_COMPACT_WAIT      (1u << 15)  /* COMPACT: waits for its pass (compact.c), with SAVE_WAIT */
+/* CLIENT REPLY (cmd_client.c note 3): OFF mutes every reply, SKIP the current command's, SKIP_NEXT
+ * becomes SKIP when the current command ends; MUTE_WAIT: a muted SAVE/COMPACT answered later. */
+#define CLIENT_REPLY_OFF         (1u << 11)
+#define CLIENT_REPLY_SKIP        (1u << 12)
+#define CLIENT_REPLY_SKIP_NEXT   (1u << 13)
+#define CLIENT_REPLY_MUTE_WAIT   (1u << 14)
+#define CLIENT_REPLY_MODES (CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP | CLIENT_REPLY_SKIP_NEXT)
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
  * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */
@@ -306,6 +322,7 @@ struct worker {
 	                               * owner on connect/close and by CLIENT LIST/KILL elsewhere */
 	worker_stats stats_base;      /* CONFIG RESETSTAT baseline: reported = stats - stats_base */
 	int64_t buf_bytes;            /* bytes held by read buffers, reply chunks and scratch (a gauge) */
+	int rbuf_clients;             /* clients holding a read buffer: worker_cron shrinks idle ones */
 	uint64_t aof_buf_bytes;       /* its AOF writer's buffer (a gauge, memcap.c) */
 	uint64_t obl_min;             /* unsent reply bytes past which client_obl_check runs (UINT64_MAX: never) */
 	int64_t mem_check_ms;         /* memcap_worker_check's last look at the cap */
@@ -409,8 +426,10 @@ void client_pending_add(worker *w, client *c);  /* write, close or re-arm c at t
 void client_pending_flush(worker *w);
 void client_chunk_pool_free(worker *w);
 void client_chunk_pool_limit(worker *w);
-#define RBUF_IDLE_MS 2000              /* with --maxmemory: an idle client's empty read buffer goes */
-void client_rbuf_release(worker *w, client *c);
+#define RBUF_IDLE_MS 2000              /* an idle client's read buffer shrinks (client.c note 2) */
+/* worker_cron: a client idle for RBUF_IDLE_MS wasting more than 4 KiB of read buffer keeps only
+ * its unparsed bytes (none: the buffer goes), as Redis's clientsCronResizeQueryBuffer. */
+void client_rbuf_idle_shrink(worker *w, client *c);
 /* park.c: clients on the storage tier. */
 client_op *client_op_begin(worker *w, client *c);
 void client_park(worker *w, client *c, client_op *op, size_t consumed);
@@ -483,8 +502,9 @@ void compact_info(struct sbuf *b);
 /* A store session for a background thread; with a device attached with ready (NULL: ignored). */
 int persist_session_open(hlog_session **out, hlog_ready_fn ready, void *arg);
 int persist_stop(bool save);
-/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). */
-void persist_config_changed(void);
+/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). 0, or
+ * -errno when the AOF cannot be turned on (its folder or sync thread): nothing changed then. */
+int persist_config_changed(void);
 /* BGSAVE: 0 when the saver was asked, -EBUSY when a checkpoint is already asked for or running. */
 int persist_bgsave(void);
 /* SAVE: -EBUSY as BGSAVE, else 0 with *ticket to wait for (persist_save_done). */
@@ -572,6 +592,9 @@ static inline void reply_pending(client *c) { c->flags |= CLIENT_PARKED; }
 int command_keys_prefetch(client *c, int first, int last, int step);
 /* Drop what was written to c->out after (tail, tail_len, bytes): a parked command's partial reply. */
 void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
+/* A command ended (run or rejected, not parked) with a CLIENT REPLY mode set: drop what it wrote
+ * since the mark when muted, and move SKIP on (cmd_client.c note 3). */
+void client_reply_mode_end(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
 
 /* Whether argc arguments (the name included) satisfy cmd's arity. */
 static inline bool command_arity_ok(const spw_command *cmd, int argc)

@@ -201,8 +201,8 @@ static void test_arity_errors_name_the_command_or_subcommand(void **state)
 	assert_string_equal(run("config", NULL), "-ERR wrong number of arguments for 'config' command\r\n");
 	assert_string_equal(run("config", "set", NULL),
 	                    "-ERR wrong number of arguments for 'config|set' command\r\n");
-	assert_string_equal(run("config", "set", "a", "b", "c", NULL),
-	                    "-ERR wrong number of arguments for 'config|set' command\r\n");
+	/* redis-server 7.0.15: past the arity (-4), an odd count of arguments is a syntax error */
+	assert_string_equal(run("config", "set", "a", "b", "c", NULL), "-ERR syntax error\r\n");
 	assert_string_equal(run("client", "getname", "x", NULL),
 	                    "-ERR wrong number of arguments for 'client|getname' command\r\n");
 }
