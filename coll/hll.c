@@ -186,22 +186,18 @@ static int zero_run_put(uint8_t *dst, long n)
 	return 2;
 }
 
-/*
- * Walk the opcodes [p, end), calling fn(ctx, first, n, value) for every VAL run. -1 when the runs do
- * not cover exactly the 16384 registers. Redis's loops differ on a VAL run past the last register:
- * hllMerge and hllSparseToDense stop there (clip), so what came before counts and the encoding
- * passes when it covered 16384 registers by then; hllSparseRegHisto (PFCOUNT of one key) goes on
- * and calls it corrupt. Both are kept: they show in replies.
- */
+/* Walk the opcodes [p, end), calling fn(ctx, first, n, value) for every VAL run. -1 when the runs do
+ * not cover exactly the 16384 registers; a VAL run past the last register is corrupt at once (as
+ * redis-server 7.0.15 answers for merging, counting and promoting alike), before fn sees it. */
 typedef void (*run_fn)(void *ctx, long first, long n, unsigned value);
-static int sparse_walk(const uint8_t *p, const uint8_t *end, bool clip, run_fn fn, void *ctx)
+static int sparse_walk(const uint8_t *p, const uint8_t *end, run_fn fn, void *ctx)
 {
 	long idx = 0;
 	while (p < end) {
 		long n = op_span(p, end);
 		if (op_kind(*p) == OP_VAL) {
-			if (idx + n > HLL_REGISTERS && clip)
-				break;
+			if (idx + n > HLL_REGISTERS)
+				return -1;
 			fn(ctx, idx, n, (unsigned)val_value(*p));
 		}
 		idx += n;
@@ -237,7 +233,7 @@ int hll_edit_to_dense(hll_edit *e)
 	memset(e->dense, 0, HLL_DENSE_SIZE);
 	memcpy(e->dense, e->p, HLL_HDR_SIZE);   /* magic and cached cardinality */
 	e->dense[4] = HLL_DENSE;
-	if (sparse_walk(e->p + HLL_HDR_SIZE, e->p + e->len, true, run_to_dense, e->dense + HLL_HDR_SIZE) < 0)
+	if (sparse_walk(e->p + HLL_HDR_SIZE, e->p + e->len, run_to_dense, e->dense + HLL_HDR_SIZE) < 0)
 		return -1;
 	e->p = e->dense;
 	e->len = e->cap = HLL_DENSE_SIZE;
@@ -363,7 +359,7 @@ int hll_merge(uint8_t max[HLL_REGISTERS], const uint8_t *p, size_t len)
 		}
 		return 0;
 	}
-	return sparse_walk(p + HLL_HDR_SIZE, p + len, true, run_max, max);
+	return sparse_walk(p + HLL_HDR_SIZE, p + len, run_max, max);
 }
 
 /* Ertl's sigma and tau ("New cardinality estimation algorithms for HyperLogLog sketches",
@@ -423,7 +419,7 @@ int hll_count(const uint8_t *p, size_t len, uint64_t *card)
 			histo[v[0]]++, histo[v[1]]++, histo[v[2]]++, histo[v[3]]++;
 		}
 	} else {
-		if (sparse_walk(p + HLL_HDR_SIZE, p + len, false, run_histo, histo) < 0)
+		if (sparse_walk(p + HLL_HDR_SIZE, p + len, run_histo, histo) < 0)
 			return -1;
 		int nonzero = 0;
 		for (int j = 1; j < 64; j++)

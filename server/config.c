@@ -215,6 +215,10 @@ const spw_option config_options[] = {
 	  "Redis's \"<class> <hard> <soft> <soft seconds>\" (class normal, replica or pubsub): a client "
 	  "whose unsent replies pass hard bytes, or stay past soft bytes for soft seconds, is closed "
 	  "(0 = no limit)" },
+	/* Data types. */
+	{ "hll-sparse-max-bytes", NULL, OPT_SIZE, OPT_MUTABLE, 0, LONG_MAX, "3000",
+	  FIELD(hll_sparse_max_bytes), NULL, NULL,
+	  "largest sparse HyperLogLog: one that would grow past it turns dense (12304 bytes)" },
 };
 
 const int config_noptions = (int)SPW_ARRAY_LEN(config_options);
