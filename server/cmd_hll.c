@@ -87,7 +87,7 @@ static int edit_in_scratch(worker *w, const hlog_value *old, size_t sparse_max, 
 	return 0;
 }
 
-/* fill for a plan that built the whole new value in scratch. */
+/* A new value that plan built whole in the worker's scratch, for fill to copy. */
 struct built {
 	const uint8_t *p;
 	size_t len;
