@@ -251,6 +251,10 @@ const spw_option config_options[] = {
 	{ "list-compress-depth", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "0", FIELD(list_compress_depth),
 	  NULL, NULL, "list nodes left uncompressed at each end of a list; inner ones are LZF-compressed "
 	  "(0 = none compressed)" },
+	/* Data types. */
+	{ "hll-sparse-max-bytes", NULL, OPT_SIZE, OPT_MUTABLE, 0, LONG_MAX, "3000",
+	  FIELD(hll_sparse_max_bytes), NULL, NULL,
+	  "largest sparse HyperLogLog: one that would grow past it turns dense (12304 bytes)" },
 };
 
 const int config_noptions = (int)SPW_ARRAY_LEN(config_options);

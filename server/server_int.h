@@ -98,6 +98,7 @@ typedef struct spw_config {
 	uint64_t zset_max_listpack_value;   /* ... or with a longer member, in bytes (64) */
 	int list_max_listpack_size;         /* quicklist node: > 0 entries, -1..-5 = 4..64 KiB (-2) */
 	int list_compress_depth;            /* quicklist nodes kept uncompressed at each end (0 = none) */
+	uint64_t hll_sparse_max_bytes; /* hll-sparse-max-bytes: a sparse HLL past it turns dense (cmd_hll.c) */
 } spw_config;
 
 /* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
@@ -669,6 +670,8 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
+/* cmd_hll.c */
+cmd_fn cmd_pfadd, cmd_pfcount, cmd_pfmerge;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
