@@ -683,17 +683,22 @@ static int bf_overflow_u(uint64_t value, long long incr, int bits, int mode, uin
 	return dir;
 }
 
-/* The same for a signed field of bits (1..64): WRAP keeps the low bits, sign-extended. */
+/*
+ * The same for a signed field of bits (1..64): WRAP keeps the low bits, sign-extended. The bounds
+ * on incr are taken modulo 2^64, as Redis's checkSignedBitfieldOverflow takes them: a SET far below
+ * a narrow field's minimum (max - value wraps negative) counts as an overflow upwards, so SAT
+ * stores the maximum there. Replies do not show it, the stored value does.
+ */
 static int bf_overflow_s(int64_t value, long long incr, int bits, int mode, int64_t *lim)
 {
 	int64_t max = bits == 64 ? INT64_MAX : (int64_t)(((uint64_t)1 << (bits - 1)) - 1), min = -max - 1;
+	int64_t maxincr = (int64_t)((uint64_t)max - (uint64_t)value);
+	int64_t minincr = (int64_t)((uint64_t)min - (uint64_t)value);
 	int dir = 0;
 
-	/* max - value and min - value are only taken where they cannot overflow: a 64-bit field
-	 * overflows upwards only from a non-negative value, downwards only from a negative one. */
-	if (value > max || (incr > 0 && (bits < 64 || value >= 0) && incr > max - value))
+	if (value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr))
 		dir = 1;
-	else if (value < min || (incr < 0 && (bits < 64 || value < 0) && incr < min - value))
+	else if (value < min || (bits != 64 && incr < minincr) || (value < 0 && incr < 0 && incr < minincr))
 		dir = -1;
 	if (dir && mode == BF_WRAP) {
 		uint64_t sum = (uint64_t)value + (uint64_t)incr;
