@@ -24,7 +24,11 @@
  *     on the device (cmd_string.c note 8); nothing is written before every read succeeded, so a
  *     re-run starts from scratch. Each source is folded into the result in the worker's scratch
  *     as it is read (no copy of the sources). The destination is written with one upsert (the
- *     TTL goes, as Redis's setKey) or deleted when the result is empty.
+ *     TTL goes, as Redis's setKey) or deleted when the result is empty, whatever its type.
+ *  6. Types (cmd_string.c note 9): a key holding a collection answers WRONGTYPE where Redis's
+ *     checkType does, after the same earlier checks: reads go through str_read (a hit is still
+ *     counted), SETBIT's and BITFIELD's plans check the old value, BITOP stops at the first source
+ *     that is not a string.
  */
 #include "server/server_int.h"
 
@@ -232,17 +236,21 @@ static void grow_fill(const hlog_value *old, uint8_t *dst, bool in_place, size_t
 
 /* ---------------- SETBIT, GETBIT ---------------- */
 
-/* hlog_read of argv[i], counted as a keyspace lookup (Redis's lookupKeyRead): HLOG_OK or
- * HLOG_NOTFOUND, or -1 after replying (a store error, or parked). */
+/* str_read of argv[i], counted as a keyspace lookup (Redis's lookupKeyRead, a key of another type
+ * included): HLOG_OK or HLOG_NOTFOUND, or -1 after replying (WRONGTYPE, a store error, parked). */
 static int key_read(client *c, int i, hlog_read_fn fn, void *ctx)
 {
 	hlog_key k;
 	key_from_arg(&k, &c->argv[i]);
-	int rc = hlog_read(c->w->sess, &k, fn, ctx);
-	if (reply_store_failed(c, rc))
-		return -1;
-	count_lookup(c, rc == HLOG_OK);
-	return rc;
+	int rc = str_read(c, &k, fn, ctx);
+	count_lookup(c, rc == HLOG_OK || rc == SPW_E_WRONGTYPE);
+	return reply_store_failed(c, rc) ? -1 : rc;
+}
+
+/* A plan's type check (note 6): only a string is a bitmap. */
+static inline bool old_not_string(const hlog_value *old)
+{
+	return old && SPW_UNLIKELY(old->rtype != HLOG_T_STRING);
 }
 
 struct setbit_ctx {
@@ -258,6 +266,8 @@ static int setbit_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct setbit_ctx *s = ctx;
 	size_t olen = old ? old->len : 0, need = (size_t)(s->off >> 3) + 1;
 
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	s->old_bit = old ? bit_get(old->ptr, olen, s->off) : 0;
 	if (need <= olen && s->old_bit == s->on) {
 		out->action = HLOG_RMW_KEEP;   /* nothing changes */
@@ -788,6 +798,8 @@ static void read_bf(void *ctx, const hlog_value *v)
 static int bf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	struct bf_ctx *b = ctx;
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	b->new_len = SPW_MAX(old ? old->len : 0, (size_t)(b->top >> 3) + 1);
 	grow_plan(old, b->new_len, out);
 	return 0;

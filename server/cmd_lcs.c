@@ -4,8 +4,9 @@
  *
  * Design notes:
  *  1. Replies and errors are redis-server 7.0's byte for byte, in its order: both keys are looked
- *     up (a missing key is the empty string) before the options are parsed; then IDX with LEN is
- *     refused, then the table's size is checked against proto-max-bulk-len.
+ *     up (a missing key is the empty string; a collection is refused with Redis's own "ERR The
+ *     specified keys must contain string values", not WRONGTYPE) before the options are parsed;
+ *     then IDX with LEN is refused, then the table's size is checked against proto-max-bulk-len.
  *  2. Both strings are needed at once, so the two reads copy them into the worker's scratch (the
  *     records may be evicted once a callback returns). The keys are prefetched first and the
  *     command parks while either is on the device (cmd_string.c note 8); LCS writes nothing, so a
@@ -33,11 +34,16 @@ struct lcs_read {
 	size_t used;
 	uint8_t *buf;
 	bool oom;
+	bool wrongtype;            /* a key holds a collection */
 };
 
 static void read_lcs(void *ctx, const hlog_value *v)
 {
 	struct lcs_read *r = ctx;
+	if (v->rtype != HLOG_T_STRING) {
+		r->wrongtype = true;
+		return;
+	}
 	uint8_t *b = worker_scratch(r->w, r->used + v->len + 1);
 	if (!b) {
 		r->oom = true;
@@ -240,6 +246,10 @@ void cmd_lcs(client *c)
 		count_lookup(c, rc == HLOG_OK);
 		if (j == 1)
 			alen = r.used;
+	}
+	if (r.wrongtype) {
+		reply_error(c, "ERR The specified keys must contain string values");
+		return;
 	}
 	if (r.oom) {
 		reply_err_store(c, -ENOMEM);
