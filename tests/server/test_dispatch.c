@@ -153,6 +153,7 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"randomkey", "rename", "renamenx", "copy", "dbsize", "flushdb", "flushall", "ping", "echo",
 		"quit", "hello", "info", "config", "command", "client", "select", "time", "shutdown", "auth",
 		"save", "bgsave", "lastsave", "compact",
+		"setbit", "getbit", "bitcount", "bitpos", "bitop", "bitfield", "bitfield_ro", "lcs",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
