@@ -366,6 +366,9 @@ static const char *bitcount_args_parse(client *c, struct range_args *r)
 	r->given = true;
 	if (!arg_ll(&c->argv[2], &r->start) || !arg_ll(&c->argv[3], &r->end))
 		return "ERR value is not an integer or out of range";
+	/* Redis answers 0 for this empty range before it looks at the unit. */
+	if (r->start < 0 && r->end < 0 && r->start > r->end)
+		return NULL;
 	return c->argc == 5 ? range_unit_parse(c, 4, r) : NULL;
 }
 
