@@ -498,6 +498,7 @@ static spw_command cmd_table[] = {
 	  .summary = "A container for memory diagnostics commands",
 	  .subcommands = memory_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(memory_subcommands) },
 #include "server/cmdtab_hll.inc"
+#include "server/cmdtab_bits.inc"
 };
 
 /* ---------------- lookup ---------------- */

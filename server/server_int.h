@@ -662,6 +662,9 @@ int str_read(client *c, const hlog_key *k, hlog_read_fn fn, void *ctx);
 cmd_fn cmd_get, cmd_set, cmd_setnx, cmd_setex, cmd_psetex, cmd_getset, cmd_getdel, cmd_getex,
 	cmd_mget, cmd_mset, cmd_msetnx, cmd_incr, cmd_decr, cmd_incrby, cmd_decrby, cmd_incrbyfloat,
 	cmd_append, cmd_strlen, cmd_getrange, cmd_setrange, cmd_substr;
+/* cmd_bits.c, cmd_lcs.c */
+cmd_fn cmd_setbit, cmd_getbit, cmd_bitcount, cmd_bitpos, cmd_bitop, cmd_bitfield, cmd_bitfield_ro,
+	cmd_lcs;
 /* cmd_keys.c */
 cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_expireat,
 	cmd_pexpireat, cmd_ttl, cmd_pttl, cmd_expiretime, cmd_pexpiretime, cmd_persist, cmd_touch,

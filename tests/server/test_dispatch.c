@@ -81,6 +81,7 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"quit", "hello", "info", "config", "command", "client", "select", "time", "shutdown", "auth",
 		"save", "bgsave", "lastsave", "compact",
 		"pfadd", "pfcount", "pfmerge",
+		"setbit", "getbit", "bitcount", "bitpos", "bitop", "bitfield", "bitfield_ro", "lcs",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
