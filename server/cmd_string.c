@@ -743,6 +743,7 @@ void cmd_decrby(client *c)
 
 struct incrf_ctx {
 	long double incr;
+	bool bad_incr;             /* the increment is not a float: replied after the type check */
 	size_t len;                /* output of plan */
 	char buf[SPW_LD_MAX_CHARS];
 };
@@ -754,7 +755,7 @@ static int incrf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 
 	if (old_not_string(old))
 		return SPW_E_WRONGTYPE;
-	if (old && !spw_parse_ld(old->ptr, old->len, &v))
+	if (x->bad_incr || (old && !spw_parse_ld(old->ptr, old->len, &v)))
 		return SPW_E_NOT_FLOAT;
 	v += x->incr;
 	if (isnan(v) || isinf(v))
@@ -778,17 +779,15 @@ static void incrf_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_p
 
 static const hlog_rmw_ops incrf_ops = { incrf_plan, incrf_fill };
 
-/* Redis checks the stored value before the increment; both fail with the same text, so parsing
- * the increment first (once, outside plan) replies the same. */
+/* Redis checks the key's type, then the stored value, then the increment: the last two fail with
+ * the same text, so the increment is parsed once, outside plan, and a bad one is answered by plan
+ * after its type check (a hash with a bad increment is WRONGTYPE). */
 void cmd_incrbyfloat(client *c)
 {
 	struct incrf_ctx x;
 	hlog_key k;
 
-	if (!spw_parse_ld(c->argv[2].ptr, c->argv[2].len, &x.incr)) {
-		reply_error(c, "ERR value is not a valid float");
-		return;
-	}
+	x.bad_incr = !spw_parse_ld(c->argv[2].ptr, c->argv[2].len, &x.incr);
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &incrf_ops, &x);
 	if (!reply_store_failed(c, rc))
