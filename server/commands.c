@@ -499,6 +499,7 @@ static spw_command cmd_table[] = {
 	  .subcommands = memory_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(memory_subcommands) },
 #include "server/cmdtab_hll.inc"
 #include "server/cmdtab_bits.inc"
+#include "server/cmdtab_hash.inc"
 };
 
 /* ---------------- lookup ---------------- */

@@ -649,11 +649,19 @@ struct coll_edit {
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
+/* For an edit's fn: the thread's edit buffer (coll.c note 5) holding a copy of cur's payload, or
+ * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */
+struct lp_buf;
+int coll_buf_load(const struct coll_view *cur, struct lp_buf **out /* out */);
 
 /* cmd_object.c */
 cmd_fn cmd_object, cmd_memory;
 /* cmd_keys.c: TYPE's name for a value ("string", "hash", ...). */
 const char *value_type_name(const hlog_value *v);
+/* cmd_keys.c: Redis's parseScanCursorOrReply rules (false: "ERR invalid cursor"), and the worker
+ * thread's cheap random numbers (RANDOMKEY, HRANDFIELD). */
+bool scan_cursor_parse(const resp_slice *a, unsigned long long *out /* out */);
+uint64_t rng_next(void);
 
 /* cmd_string.c */
 /* hlog_read for a command on strings (cmd_string.c note 9): SPW_E_WRONGTYPE, fn not called, when
@@ -675,6 +683,10 @@ cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_sel
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
 /* cmd_hll.c */
 cmd_fn cmd_pfadd, cmd_pfcount, cmd_pfmerge;
+/* cmd_hash.c */
+cmd_fn cmd_hset, cmd_hsetnx, cmd_hget, cmd_hmget, cmd_hmset, cmd_hdel, cmd_hexists, cmd_hlen,
+	cmd_hstrlen, cmd_hkeys, cmd_hvals, cmd_hgetall, cmd_hincrby, cmd_hincrbyfloat, cmd_hrandfield,
+	cmd_hscan;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
