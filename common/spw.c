@@ -37,6 +37,7 @@ const char *spw_strerror(int err)
 	case SPW_E_NOT_FLOAT: return "value is not a valid float";
 	case SPW_E_NAN: return "increment would produce NaN or Infinity";
 	case SPW_E_STORE_ERROR: return "store is in an error state";
+	case SPW_E_WRONGTYPE: return "the key holds a value of another type";
 	default: break;
 	}
 	if (err < 0 && err > SPW_E_BASE)

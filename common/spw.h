@@ -33,6 +33,7 @@ enum {
 	SPW_E_NOT_FLOAT = SPW_E_BASE - 6,   /* value is not a valid float */
 	SPW_E_NAN = SPW_E_BASE - 7,         /* increment would produce NaN or Infinity */
 	SPW_E_STORE_ERROR = SPW_E_BASE - 8, /* sticky store error state */
+	SPW_E_WRONGTYPE = SPW_E_BASE - 9,   /* the key holds a value of another type (Redis's WRONGTYPE) */
 	SPW_E_LAST = SPW_E_BASE - 64,
 };
 

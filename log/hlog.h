@@ -79,10 +79,17 @@ static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
 	k->hash = hidx_hash(p, len);
 }
 
+/* What a record holds (record.h's REC_TYPE bits, docs/ARCHITECTURE.md "Collections"): a string
+ * (every record before collections existed), a collection's head (the record under its user key;
+ * its value says which type, coll/coll.h), or a part of a large collection under an internal key.
+ * The store only keeps and reports it; a value's type changes only by writing it. */
+enum { HLOG_T_STRING = 0, HLOG_T_HEAD = 1, HLOG_T_PART = 2 };
+
 typedef struct hlog_value {
 	const uint8_t *ptr;
 	size_t len;
 	int64_t expire_ms;        /* absolute unix ms, or HLOG_NO_EXPIRY */
+	uint8_t rtype;            /* HLOG_T_* */
 } hlog_value;
 
 int hlog_open(hlog **out, const hlog_config *cfg);
@@ -180,6 +187,9 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
  * leads to the device before the key is found in memory, the old record is read first (HLOG_PENDING),
  * one device read per overwrite of a cold key; a key whose index entry does not exist costs none. */
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
+/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. */
+int hlog_upsert_typed(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms,
+                      uint8_t rtype);
 
 /* Delete: HLOG_OK if a live key was removed, HLOG_NOTFOUND if there was none. */
 int hlog_delete(hlog_session *s, const hlog_key *k);
@@ -198,6 +208,9 @@ typedef struct hlog_rmw_plan {
 	int action;
 	size_t new_len;
 	int64_t expire_ms;        /* for WRITE: expiry of the new value */
+	uint8_t rtype;            /* for WRITE: the new value's HLOG_T_*; the store sets the old value's
+	                           * (HLOG_T_STRING when absent) before plan, so a plan that keeps the
+	                           * value (EXPIRE) keeps its type, and one that changes the type says so */
 } hlog_rmw_plan;
 typedef struct hlog_rmw_ops {
 	int (*plan)(void *ctx, const hlog_value *old, hlog_rmw_plan *out /* out */);
@@ -364,6 +377,7 @@ typedef struct hlog_redo {
 	const void *val;          /* HLOG_REDO_SET only */
 	size_t vlen;
 	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
+	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_* */
 } hlog_redo;
 typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
 /* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has

@@ -100,6 +100,7 @@ typedef struct log_op {
 	const void *val;             /* OP_UPSERT */
 	size_t len;
 	int64_t expire_ms;
+	uint8_t rtype;               /* OP_UPSERT: the value's HLOG_T_* */
 } log_op;
 
 /* Walk the chain from addr (newest first) for key k. The address of the newest version of k in
@@ -177,7 +178,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			log_update(s, k, &op);
 			return HLOG_NOTFOUND;
 		}
-		hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
+		hlog_value v = rec_value(r, info);
 		fn(ctx, &v);
 		if (locked)
 			rec_unlock_shared(r);
@@ -270,6 +271,7 @@ static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_ke
 		.key = k->ptr, .klen = k->len,
 		.val = wr ? rec_val(r, info) : NULL, .vlen = wr ? r->val_len : 0,
 		.expire_ms = wr ? expire_ms : HLOG_NO_EXPIRY,
+		.rtype = wr ? rec_type(info) : HLOG_T_STRING,
 	};
 	s->redo(s->redo_arg, &rd);
 }
@@ -390,6 +392,7 @@ static void log_relocate_plan(const log_op *op, log_upd *u)
 		u->plan.action = evict ? HLOG_RMW_DELETE : HLOG_RMW_WRITE;
 		u->plan.new_len = u->old.len;
 		u->plan.expire_ms = u->old.expire_ms;
+		u->plan.rtype = u->old.rtype;
 		u->result = HLOG_OK;
 	}
 }
@@ -406,15 +409,12 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 
 	u->st = !u->a ? ST_ABSENT : (info & REC_TOMBSTONE) ? ST_TOMB
 		: rec_expired(r, info, s->now_ms) ? ST_EXPIRED : ST_LIVE;
-	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY };
-	if (u->st == ST_LIVE) {
-		u->old.ptr = rec_val(r, info);
-		u->old.len = r->val_len;
-		u->old.expire_ms = rec_expire_at(r, info);
-	}
+	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY, HLOG_T_STRING };
+	if (u->st == ST_LIVE)
+		u->old = rec_value(r, info);
 	u->oldp = u->st == ST_LIVE ? &u->old : NULL;
 
-	u->plan = (hlog_rmw_plan){ HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY };
+	u->plan = (hlog_rmw_plan){ HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY, u->old.rtype };
 	u->result = HLOG_OK;
 	switch (op->kind) {
 	case OP_RMW:
@@ -426,6 +426,7 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 		u->plan.action = HLOG_RMW_WRITE;
 		u->plan.new_len = op->len;
 		u->plan.expire_ms = op->expire_ms;
+		u->plan.rtype = op->rtype;
 		break;
 	case OP_DELETE:
 		u->plan.action = HLOG_RMW_DELETE;
@@ -489,7 +490,7 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
 			*(int64_t *)(r + 1) = u->plan.expire_ms;
-		info &= ~REC_TOMBSTONE;
+		info = (info & ~(REC_TOMBSTONE | REC_TYPE_MASK)) | rec_type_bits(u->plan.rtype);
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
 			log_redo_visible(s, u->a, u->key, true, r, info,
@@ -556,7 +557,8 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 		return lazy ? u->result : (int)na;
 	}
 	log_rec *n = hlog_rec_at(l, (uint64_t)na);
-	uint64_t ninfo = hidx_slot_addr(&u->slot) | (u->new_exp ? REC_HAS_EXPIRY : 0) | (u->wr ? 0 : REC_TOMBSTONE);
+	uint64_t ninfo = hidx_slot_addr(&u->slot) | (u->new_exp ? REC_HAS_EXPIRY : 0) |
+	                 (u->wr ? rec_type_bits(u->plan.rtype) : REC_TOMBSTONE);
 	/* Sealed, not valid: unpublished (the frame is zero, so the info word is the first write). */
 	atomic_store_explicit(&n->info, ninfo | REC_SEALED, memory_order_relaxed);
 	n->key_len = (uint32_t)k->len;
@@ -638,7 +640,13 @@ static int log_update(hlog_session *s, const hlog_key *k, const log_op *op)
 
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms)
 {
-	log_op op = { .kind = OP_UPSERT, .val = val, .len = len, .expire_ms = expire_ms };
+	return hlog_upsert_typed(s, k, val, len, expire_ms, HLOG_T_STRING);
+}
+
+int hlog_upsert_typed(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms,
+                      uint8_t rtype)
+{
+	log_op op = { .kind = OP_UPSERT, .val = val, .len = len, .expire_ms = expire_ms, .rtype = rtype };
 	return log_update(s, k, &op);
 }
 

@@ -39,7 +39,9 @@
                                                * (RCU from a mutable record); !valid+sealed = not yet
                                                * published, or never (lost its CAS: garbage) */
 #define REC_HAS_EXPIRY    (1ULL << 51)        /* bit 51: expire_at present; fixed for the record's life */
-#define REC_TYPE_SHIFT    52                  /* bits 52-53: reserved, record type (data types later) */
+#define REC_TYPE_SHIFT    52                  /* bits 52-53: the record type, HLOG_T_* (hlog.h); fixed
+                                               * for a record's life except that a write in place may
+                                               * change it with the value, under the exclusive lock */
 #define REC_TYPE_MASK     (3ULL << REC_TYPE_SHIFT)
 #define REC_LOCK_X        (1ULL << 54)        /* bit 54: exclusive lock (in-place writer, RCU source) */
 #define REC_LOCK_S_SHIFT  55                  /* bits 55-61: shared lock count (readers of mutable) */
@@ -74,6 +76,22 @@ static inline uint8_t *rec_val(const log_rec *r, uint64_t info)
 static inline int64_t rec_expire_at(const log_rec *r, uint64_t info)
 {
 	return (info & REC_HAS_EXPIRY) ? *(const int64_t *)(r + 1) : HLOG_NO_EXPIRY;
+}
+
+static inline uint8_t rec_type(uint64_t info)
+{
+	return (uint8_t)((info & REC_TYPE_MASK) >> REC_TYPE_SHIFT);
+}
+
+static inline uint64_t rec_type_bits(uint8_t rtype)
+{
+	return ((uint64_t)rtype << REC_TYPE_SHIFT) & REC_TYPE_MASK;
+}
+
+/* The value a callback sees. */
+static inline hlog_value rec_value(const log_rec *r, uint64_t info)
+{
+	return (hlog_value){ rec_val(r, info), r->val_len, rec_expire_at(r, info), rec_type(info) };
 }
 
 static inline bool rec_expired(const log_rec *r, uint64_t info, int64_t now_ms)

@@ -228,7 +228,7 @@ static void scan_visit(void *vctx, uint64_t word)
 			if (locked)
 				info = rec_lock_shared(r, true);   /* note 1: a sealed version is reported */
 			if (!(info & REC_TOMBSTONE) && !rec_expired(r, info, sc->s->now_ms)) {
-				hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
+				hlog_value v = rec_value(r, info);
 				scan_report(sc, rec_key(r, info), r->key_len, &v);
 			}
 			if (locked)
@@ -313,7 +313,7 @@ static void scan_cold(scan_ctx *sc)
 					t->scan_err = -ENOMEM;
 				bool expired = rec_expired(r, info, s->now_ms);
 				if (!(info & REC_TOMBSTONE) && !expired) {
-					hlog_value v = { rec_val(r, info), r->val_len, rec_expire_at(r, info) };
+					hlog_value v = rec_value(r, info);
 					scan_report(sc, key, r->key_len, &v);
 				}
 			}

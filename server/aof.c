@@ -368,7 +368,7 @@ void aof_redo(void *arg, const hlog_redo *r)
 	uint8_t *p = w->buf + w->len;
 	put32(p, (uint32_t)len);
 	p[4] = (uint8_t)r->kind;
-	p[5] = 0;
+	p[5] = r->kind == HLOG_REDO_SET ? r->rtype : 0;   /* files before collections wrote 0: strings */
 	p[6] = p[7] = 0;
 	uint8_t *q = p + AOF_REC_HDR;
 	put64(q, r->seq);

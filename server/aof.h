@@ -8,7 +8,8 @@
  *
  *   header  "SPWAOF01" | u32 version (1) | u32 worker | u64 gen | i64 created unix ms | u64 xxh3 of
  *           the 32 bytes before it                                                  = 40 bytes
- *   record  u32 len (bytes of payload) | u8 kind (HLOG_REDO_*) | u8 0 | u16 0 | u64 xxh3 of the
+ *   record  u32 len (bytes of payload) | u8 kind (HLOG_REDO_*) | u8 rtype (a SET's record type,
+ *           HLOG_T_*; 0 otherwise, and in files written before collections) | u16 0 | u64 xxh3 of the
  *           first 8 bytes and the payload | payload: u64 seq | u64 addr | i64 expire_ms |
  *           u32 klen | u32 vlen | key | value
  *
@@ -87,6 +88,7 @@ typedef struct aof_rec {
 	const uint8_t *val;
 	uint32_t vlen;
 	int64_t expire_ms;
+	uint8_t rtype;            /* HLOG_REDO_SET: the value's record type (HLOG_T_*) */
 } aof_rec;
 typedef struct aof_replay_stats {
 	uint64_t files, records, applied, skipped;   /* skipped: addr < cut (in the checkpoint) */

@@ -184,7 +184,8 @@ static int reader_next(aof_reader *r, char *why, size_t whylen)
 	const uint8_t *p = r->buf + (off - r->boff);
 	uint32_t len = get32(p);
 	int kind = p[4];
-	if (kind < HLOG_REDO_SET || kind > HLOG_REDO_FLUSHALL || p[5] || p[6] || p[7] ||
+	if (kind < HLOG_REDO_SET || kind > HLOG_REDO_FLUSHALL ||
+	    (kind == HLOG_REDO_SET ? p[5] > HLOG_T_PART : p[5] != 0) || p[6] || p[7] ||
 	    len < AOF_REC_FIXED) {
 		if ((rc = reader_tail_zero(r, off)) < 0) goto io;
 		if (rc == 1) {
@@ -215,6 +216,7 @@ static int reader_next(aof_reader *r, char *why, size_t whylen)
 	a->addr = get64(q + 8);
 	a->expire_ms = (int64_t)get64(q + 16);
 	a->kind = kind;
+	a->rtype = p[5];
 	a->klen = klen;
 	a->vlen = vlen;
 	a->key = q + AOF_REC_FIXED;

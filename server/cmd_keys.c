@@ -7,8 +7,9 @@
  *  1. Replies and errors are byte-identical to redis-server 7.0, including the order of checks
  *     (options, then numbers, then the key). Only db 0 exists: COPY ... DB n with n != 0 answers
  *     "DB index is out of range".
- *  2. Every key is a string, so TYPE answers "string" or "none" and SCAN ... TYPE string matches
- *     every key while any other type matches none.
+ *  2. Types: a key is a string or a collection (its record type and, for a collection, its
+ *     header's first byte: coll/coll.h). TYPE and SCAN ... TYPE read them from the record they
+ *     visit anyway; SCAN compares the name without case, as Redis's strcasecmp does.
  *  3. Expiry changes are one hlog_rmw each: plan looks at the old record's expiry and asks for a
  *     write of the same bytes with the new expiry (in place the fill writes nothing), or a delete
  *     when the new time is already past (Redis's checkAlreadyExpired).
@@ -45,6 +46,7 @@
  *     silently shorter list; RANDOMKEY answers any key it did find.
  */
 #include "server/server_int.h"
+#include "coll/coll.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -213,16 +215,28 @@ void cmd_touch(client *c)
 	count_existing(c);
 }
 
+const char *value_type_name(const hlog_value *v)
+{
+	if (v->rtype == HLOG_T_STRING)
+		return "string";
+	return coll_type_name(v->len ? v->ptr[0] : 0);
+}
+
+static void read_type(void *ctx, const hlog_value *v)
+{
+	*(const char **)ctx = value_type_name(v);
+}
+
 void cmd_type(client *c)
 {
-	int rc = key_exists(c, &c->argv[1]);
+	const char *t = "none";
+	hlog_key k;
+	key_from_arg(&k, &c->argv[1]);
+	int rc = hlog_read(c->w->sess, &k, read_type, &t);
 	if (reply_store_failed(c, rc))
 		return;
-	count_lookup(c, rc == 1);
-	if (rc)
-		reply_simple(c, "string", 6);
-	else
-		reply_simple(c, "none", 4);
+	count_lookup(c, rc == HLOG_OK);
+	reply_simple(c, t, strlen(t));
 }
 
 /* ---------------- EXPIRE family ---------------- */
@@ -462,7 +476,7 @@ struct match_ctx {
 	const char *pat;
 	size_t plen;
 	bool use_pat;              /* false for "*" */
-	bool type_ok;              /* SCAN TYPE: false when the type is not "string" */
+	const resp_slice *type;    /* SCAN TYPE: the type name asked for */
 	long long seen;            /* keys visited, before filtering */
 	long long type_checks;     /* SCAN TYPE lookups, counted as hits as Redis does */
 	bool check_type;
@@ -471,13 +485,14 @@ struct match_ctx {
 static void match_visit(void *ctx, const void *key, size_t klen, const hlog_value *v)
 {
 	struct match_ctx *m = ctx;
-	(void)v;
 	m->seen++;
 	if (m->use_pat && !spw_glob_match(m->pat, m->plen, key, klen, 0))
 		return;
 	if (m->check_type) {
 		m->type_checks++;
-		if (!m->type_ok)
+		const char *t = value_type_name(v);
+		size_t tl = strnlen(m->type->ptr, m->type->len);   /* a C string to Redis: up to a NUL */
+		if (strlen(t) != tl || strncasecmp(t, m->type->ptr, tl) != 0)
 			return;
 	}
 	keybuf_push(m->b, key, klen);
@@ -490,7 +505,7 @@ static void match_visit(void *ctx, const void *key, size_t klen, const hlog_valu
 void cmd_keys(client *c)
 {
 	const resp_slice *p = &c->argv[1];
-	struct match_ctx m = { .b = &t_keys, .pat = p->ptr, .plen = p->len, .type_ok = true };
+	struct match_ctx m = { .b = &t_keys, .pat = p->ptr, .plen = p->len };
 	uint64_t cursor = 0;
 	/* Cursors in the buckets the index has now: a doubling between batches repeats no key. */
 	uint64_t base = hlog_scan_cursor_end(g_srv.store);
@@ -550,7 +565,7 @@ static bool scan_cursor_parse(const resp_slice *a, unsigned long long *out)
 
 void cmd_scan(client *c)
 {
-	struct match_ctx m = { .b = &t_keys, .type_ok = true };
+	struct match_ctx m = { .b = &t_keys };
 	unsigned long long cursor;
 	long long count = 10, maxit;
 	char cbuf[24];
@@ -577,7 +592,7 @@ void cmd_scan(client *c)
 			m.use_pat = !(m.plen == 1 && m.pat[0] == '*');
 		} else if (OPT_IS(o, "type") && has_arg) {
 			m.check_type = true;
-			m.type_ok = OPT_IS(&c->argv[i + 1], "string");
+			m.type = &c->argv[i + 1];
 		} else {
 			reply_err_syntax(c);
 			return;
@@ -700,6 +715,7 @@ struct src_copy {
 	const uint8_t *p;
 	size_t len;
 	int64_t expire_ms;
+	uint8_t rtype;             /* a collection is copied as the one record it is today */
 	int err;
 };
 
@@ -715,6 +731,7 @@ static void read_copy(void *ctx, const hlog_value *v)
 	s->p = p;
 	s->len = v->len;
 	s->expire_ms = v->expire_ms;
+	s->rtype = v->rtype;
 }
 
 /* Read the source into scratch. HLOG_OK, HLOG_NOTFOUND, or a negative error. */
@@ -743,6 +760,7 @@ static int dst_nx_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	out->action = old ? HLOG_RMW_KEEP : HLOG_RMW_WRITE;
 	out->new_len = d->s->len;
 	out->expire_ms = d->s->expire_ms;
+	out->rtype = d->s->rtype;
 	return 0;
 }
 
@@ -763,7 +781,7 @@ static int dst_write(client *c, const resp_slice *key, const struct src_copy *s,
 	hlog_key k;
 	key_from_arg(&k, key);
 	if (replace) {
-		int rc = hlog_upsert(c->w->sess, &k, s->p, s->len, s->expire_ms);
+		int rc = hlog_upsert_typed(c->w->sess, &k, s->p, s->len, s->expire_ms, s->rtype);
 		return rc < 0 || rc == HLOG_PENDING ? rc : 1;
 	}
 	struct dst_ctx d = { .s = s };

@@ -283,6 +283,7 @@ static const struct { uint32_t flag; const char *name; } flag_names[] = {
 	{ CMD_NOAUTH, "no_auth" },    { CMD_MAY_REPLICATE, "may_replicate" },
 	{ CMD_SENTINEL, "sentinel" }, { CMD_NO_ASYNC_LOADING, "no_async_loading" },
 	{ CMD_NO_MULTI, "no_multi" }, { CMD_ALLOW_BUSY, "allow_busy" },
+	{ CMD_MOVABLE_KEYS, "movablekeys" },
 };
 
 /* Count the words of a space separated list. */
@@ -322,6 +323,8 @@ static void write_words(resp_out *o, const char *s, char sep, bool bulk)
 typedef struct key_spec {
 	char flags[64];
 	int index, lastkey, keystep;
+	bool keynum;               /* find_keys keynum: keynumidx, firstkey, keystep */
+	int keynumidx, firstkey;
 	char notes[96];
 } key_spec;
 
@@ -343,10 +346,17 @@ static bool key_spec_get(const spw_command *cmd, int i, key_spec *ks)
 	memcpy(ks->flags, s, n);
 	ks->flags[n] = '\0';
 	ks->notes[0] = '\0';
-	if (sscanf(colon + 1, "%d:%d:%d", &ks->index, &ks->lastkey, &ks->keystep) != 3)
+	ks->keynum = false;
+	int fields = 3;
+	if (sscanf(colon + 1, "%d:#%d:%d:%d", &ks->index, &ks->keynumidx, &ks->firstkey, &ks->keystep) == 4) {
+		ks->keynum = true;
+		ks->lastkey = 0;
+		fields = 4;
+	} else if (sscanf(colon + 1, "%d:%d:%d", &ks->index, &ks->lastkey, &ks->keystep) != 3) {
 		return false;
+	}
 	const char *end = strchr(s, ';'), *p = colon + 1;
-	for (int k = 0; k < 3 && p; k++) {
+	for (int k = 0; k < fields && p; k++) {
 		p = strchr(p, ':');
 		if (p)
 			p++;
@@ -409,15 +419,15 @@ static void command_info_write(resp_out *o, const spw_command *cmd)
 		resp_write_bulk_cstr(o, "find_keys");
 		resp_write_map_len(o, 2);
 		resp_write_bulk_cstr(o, "type");
-		resp_write_bulk_cstr(o, "range");
+		resp_write_bulk_cstr(o, ks.keynum ? "keynum" : "range");
 		resp_write_bulk_cstr(o, "spec");
 		resp_write_map_len(o, 3);
-		resp_write_bulk_cstr(o, "lastkey");
-		resp_write_int(o, ks.lastkey);
-		resp_write_bulk_cstr(o, "keystep");
-		resp_write_int(o, ks.keystep);
-		resp_write_bulk_cstr(o, "limit");
-		resp_write_int(o, 0);
+		resp_write_bulk_cstr(o, ks.keynum ? "keynumidx" : "lastkey");
+		resp_write_int(o, ks.keynum ? ks.keynumidx : ks.lastkey);
+		resp_write_bulk_cstr(o, ks.keynum ? "firstkey" : "keystep");
+		resp_write_int(o, ks.keynum ? ks.firstkey : ks.keystep);
+		resp_write_bulk_cstr(o, ks.keynum ? "keystep" : "limit");
+		resp_write_int(o, ks.keynum ? ks.keystep : 0);
 	}
 	resp_write_set_len(o, cmd->nsubcommands);
 	for (int i = 0; i < cmd->nsubcommands; i++)
@@ -518,7 +528,42 @@ static void command_list(client *c)
 	}
 }
 
-/* COMMAND GETKEYS / GETKEYSANDFLAGS from first/last/step (with the key specs' flags). */
+/* The keys of argv by cmd's key specs, as Redis's getKeysUsingKeySpecs: positions into pos and
+ * the spec's index into spec (at most max). The count, or -1 when a key count argument is not a
+ * number >= 0 (Redis's invalid spec). Keys past argc are left out (a variadic command reports its
+ * own syntax error). */
+static int keys_from_specs(const spw_command *cmd, const resp_slice *argv, int argc, int *pos,
+		int *spec, int max)
+{
+	key_spec ks;
+	int n = 0;
+	for (int k = 0; key_spec_get(cmd, k, &ks); k++) {
+		int first = ks.index, last, step = ks.keystep;
+		if (first >= argc)
+			continue;
+		if (ks.keynum) {
+			long long numkeys;
+			if (first + ks.keynumidx >= argc ||
+			    !spw_parse_ll(argv[first + ks.keynumidx].ptr, argv[first + ks.keynumidx].len, &numkeys) ||
+			    numkeys < 0 || numkeys > argc)
+				return -1;
+			first += ks.firstkey;
+			last = first + (int)numkeys - 1;
+		} else {
+			last = ks.lastkey >= 0 ? first + ks.lastkey : argc + ks.lastkey;
+		}
+		for (int i = first; i <= last && step > 0; i += step) {
+			if (i >= argc || n == max)
+				continue;
+			pos[n] = i;
+			spec[n++] = k;
+		}
+	}
+	return n;
+}
+
+/* COMMAND GETKEYS / GETKEYSANDFLAGS through the key specs (keys_from_specs), or first/last/step
+ * for a command that has none. */
 static void command_getkeys(client *c, bool with_flags)
 {
 	const resp_slice *argv = &c->argv[2];
@@ -537,8 +582,33 @@ static void command_getkeys(client *c, bool with_flags)
 		reply_error(c, "ERR Invalid number of arguments specified for command");
 		return;
 	}
-	if (cmd->first_key == 0) {
+	if (cmd->first_key == 0 && !cmd->key_specs) {
 		reply_error(c, "ERR The command has no key arguments");
+		return;
+	}
+	if (cmd->key_specs) {
+		int *pos = (int *)worker_scratch(c->w, (size_t)argc * 2 * sizeof(int));
+		if (!pos) {
+			reply_err_store(c, -ENOMEM);
+			return;
+		}
+		int *spec = pos + argc;
+		int n = keys_from_specs(cmd, argv, argc, pos, spec, argc);
+		if (n <= 0) {
+			reply_error(c, "ERR Invalid arguments specified for command");
+			return;
+		}
+		resp_write_array_len(&c->out, n);
+		for (int j = 0; j < n; j++) {
+			key_spec ks;
+			if (with_flags)
+				resp_write_array_len(&c->out, 2);
+			reply_bulk(c, argv[pos[j]].ptr, argv[pos[j]].len);
+			if (with_flags && key_spec_get(cmd, spec[j], &ks)) {
+				resp_write_set_len(&c->out, words_count(ks.flags, ' '));
+				write_words(&c->out, ks.flags, ' ', false);
+			}
+		}
 		return;
 	}
 	int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;

@@ -24,6 +24,11 @@
  *     per key, so another client may see some keys of an MSET written and not others, and a key
  *     created by another thread between MSETNX's checks and its writes is overwritten. Each single
  *     key command is atomic (one hlog_rmw).
+ *  9. Types (docs/ARCHITECTURE.md "Collections"): a key holding a collection answers WRONGTYPE
+ *     where Redis's checkType does, after the same earlier checks: every plan starts with
+ *     old_not_string, and reads go through str_read. GET and MGET check in their callback (a
+ *     wrong-type GET still counts a keyspace hit, as Redis's lookup does; MGET answers nil for it).
+ *     SET without GET, MSET and SETNX overwrite or see any type, as in Redis.
  *  8. HLOG_PENDING (with --storage-tier: a record the command needs is on the device) parks the
  *     client (reply_store_failed -> reply_pending): the handler returns at once and the worker runs the
  *     same request again when the reads are done (park.c note 1). So no handler may change the
@@ -60,6 +65,35 @@ static bool string_length_ok(long long size, long long append)
 	return !(total > (long long)g_cfg.proto_max_bulk_len || total < size || total < append);
 }
 
+/* ---------------- strings among the types (note 9) ---------------- */
+
+static inline bool old_not_string(const hlog_value *old)
+{
+	return old && SPW_UNLIKELY(old->rtype != HLOG_T_STRING);
+}
+
+struct str_read_ctx {
+	hlog_read_fn fn;
+	void *ctx;
+	bool wrong;
+};
+
+static void str_read_fn(void *ctx, const hlog_value *v)
+{
+	struct str_read_ctx *x = ctx;
+	if (SPW_UNLIKELY(v->rtype != HLOG_T_STRING))
+		x->wrong = true;
+	else
+		x->fn(x->ctx, v);
+}
+
+int str_read(client *c, const hlog_key *k, hlog_read_fn fn, void *ctx)
+{
+	struct str_read_ctx x = { fn, ctx, false };
+	int rc = hlog_read(c->w->sess, k, str_read_fn, &x);
+	return rc == HLOG_OK && x.wrong ? SPW_E_WRONGTYPE : rc;
+}
+
 static void read_noop(void *ctx, const hlog_value *v)
 {
 	(void)ctx;
@@ -81,7 +115,18 @@ static int scratch_keep(worker *w, const hlog_value *old, const uint8_t **p /* o
 
 static void read_reply_bulk(void *ctx, const hlog_value *v)
 {
-	resp_write_bulk(&((client *)ctx)->out, v->ptr, v->len);
+	if (SPW_UNLIKELY(v->rtype != HLOG_T_STRING))
+		reply_err_wrongtype(ctx);
+	else
+		resp_write_bulk(&((client *)ctx)->out, v->ptr, v->len);
+}
+
+static void read_reply_bulk_or_nil(void *ctx, const hlog_value *v)
+{
+	if (SPW_UNLIKELY(v->rtype != HLOG_T_STRING))
+		reply_null(ctx);
+	else
+		resp_write_bulk(&((client *)ctx)->out, v->ptr, v->len);
 }
 
 void cmd_get(client *c)
@@ -111,7 +156,7 @@ void cmd_mget(client *c)
 	keys_ahead_init(&a, c, 1, 1, c->argc - 1);
 	for (int i = 1; i < c->argc; i++) {
 		keys_ahead_next(&a, &k);
-		int rc = hlog_read(c->w->sess, &k, read_reply_bulk, c);
+		int rc = hlog_read(c->w->sess, &k, read_reply_bulk_or_nil, c);
 		if (SPW_UNLIKELY(rc == HLOG_PENDING)) {
 			reply_pending(c);   /* evicted since the prefetch: the partial reply is rolled back */
 			return;
@@ -132,10 +177,10 @@ void cmd_strlen(client *c)
 	hlog_key k;
 	size_t len = 0;
 	key_from_arg(&k, &c->argv[1]);
-	int rc = hlog_read(c->w->sess, &k, read_len, &len);
+	int rc = str_read(c, &k, read_len, &len);
+	count_lookup(c, rc == HLOG_OK || rc == SPW_E_WRONGTYPE);
 	if (reply_store_failed(c, rc))
 		return;
-	count_lookup(c, rc == HLOG_OK);
 	reply_int(c, (long long)len);
 }
 
@@ -181,10 +226,10 @@ void cmd_getrange(client *c)
 		return;
 	}
 	key_from_arg(&k, &c->argv[1]);
-	int rc = hlog_read(c->w->sess, &k, read_range, &r);
+	int rc = str_read(c, &k, read_range, &r);
+	count_lookup(c, rc == HLOG_OK || rc == SPW_E_WRONGTYPE);
 	if (reply_store_failed(c, rc))
 		return;
-	count_lookup(c, rc == HLOG_OK);
 	if (rc == HLOG_NOTFOUND)
 		reply_bulk(c, "", 0);
 }
@@ -317,6 +362,8 @@ static int set_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct set_ctx *s = ctx;
 
 	s->found = old != NULL;
+	if ((s->flags & SETF_GET) && old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	if ((s->flags & SETF_GET) && old) {
 		if (scratch_keep(s->w, old, &s->old) < 0)
 			return -ENOMEM;
@@ -329,6 +376,7 @@ static int set_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	}
 	s->written = true;
 	out->action = HLOG_RMW_WRITE;
+	out->rtype = HLOG_T_STRING;   /* SET replaces a value of any type */
 	out->new_len = s->val->len;
 	if (s->flags & SETF_KEEPTTL)
 		out->expire_ms = old ? old->expire_ms : HLOG_NO_EXPIRY;
@@ -458,6 +506,8 @@ static int getx_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	out->action = HLOG_RMW_KEEP;
 	if (!old)
 		return 0;
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	if (scratch_keep(g->w, old, &g->val) < 0)
 		return -ENOMEM;
 	g->len = old->len;
@@ -622,6 +672,8 @@ static int incr_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct incr_ctx *x = ctx;
 	long long v = 0;
 
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	if (old && !spw_parse_ll((const char *)old->ptr, old->len, &v))
 		return SPW_E_NOT_INT;
 	if ((x->incr < 0 && v < 0 && x->incr < LLONG_MIN - v) ||
@@ -747,6 +799,8 @@ static int incrf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct incrf_ctx *x = ctx;
 	long double v = 0;
 
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	if (old && !parse_long_double(old->ptr, old->len, &v))
 		return SPW_E_NOT_FLOAT;
 	v += x->incr;
@@ -803,6 +857,8 @@ static int append_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct patch_ctx *p = ctx;
 	size_t olen = old ? old->len : 0;
 
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	p->too_big = false;
 	p->offset = olen;
 	if (old && !string_length_ok((long long)olen, (long long)p->val->len)) {
@@ -822,6 +878,8 @@ static int setrange_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	struct patch_ctx *p = ctx;
 	size_t olen = old ? old->len : 0;
 
+	if (old_not_string(old))
+		return SPW_E_WRONGTYPE;
 	p->too_big = false;
 	out->action = HLOG_RMW_KEEP;
 	p->result = olen;

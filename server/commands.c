@@ -445,11 +445,11 @@ static spw_command cmd_table[] = {
 
 /* ---------------- lookup ---------------- */
 
-#define LOOKUP_SLOTS 256   /* power of two, well above the number of commands */
+#define LOOKUP_SLOTS 1024  /* power of two, well above the number of commands */
 #define NAME_MAX_LEN 32    /* longer argv[0] cannot be a command */
 
 static const spw_command *lookup_table[LOOKUP_SLOTS];
-static const spw_command *slot_table[512];   /* stats slot -> command */
+static const spw_command *slot_table[1024];  /* stats slot -> command */
 static int nslots;
 static bool table_ready;
 
@@ -483,7 +483,7 @@ static inline bool name_matches(const char *s, size_t n, const char *lower)
  * GET's instructions (docs/BENCHMARKS.md has the profile).
  * A NUL byte in the name never matches: no command name contains one, and the length differs.
  */
-#define FAST_SLOTS 256
+#define FAST_SLOTS 1024
 static uint64_t fast_word[FAST_SLOTS];
 static uint8_t fast_len[FAST_SLOTS];
 static const spw_command *fast_cmd[FAST_SLOTS];

@@ -230,7 +230,9 @@ static int replay_apply(void *ctx, const aof_rec *r)
 		x->ready = false;
 		hlog_session_set_op(x->s, x);
 		switch (r->kind) {
-		case HLOG_REDO_SET: rc = hlog_upsert(x->s, &k, r->val, r->vlen, r->expire_ms); break;
+		case HLOG_REDO_SET:
+			rc = hlog_upsert_typed(x->s, &k, r->val, r->vlen, r->expire_ms, r->rtype);
+			break;
 		case HLOG_REDO_DEL: rc = hlog_delete(x->s, &k); break;
 		case HLOG_REDO_FLUSHALL: rc = hlog_flush_all(x->s); break;
 		default: return SPW_E_CORRUPT;

@@ -55,6 +55,10 @@ void reply_err_arity(client *c)
 void reply_err_syntax(client *c) { reply_error(c, "ERR syntax error"); }
 
 void reply_err_not_int(client *c) { reply_error(c, "ERR value is not an integer or out of range"); }
+void reply_err_wrongtype(client *c)
+{
+	reply_error(c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+}
 
 void reply_err_store(client *c, int err)
 {
@@ -127,6 +131,7 @@ bool reply_store_failed(client *c, int rc)
 	case SPW_E_OVERFLOW: reply_error(c, "ERR increment or decrement would overflow"); break;
 	case SPW_E_NOT_FLOAT: reply_error(c, "ERR value is not a valid float"); break;
 	case SPW_E_NAN: reply_error(c, "ERR increment would produce NaN or Infinity"); break;
+	case SPW_E_WRONGTYPE: reply_err_wrongtype(c); break;
 	case HLOG_PENDING: reply_pending(c); break;
 	default: reply_err_store(c, rc); break;
 	}

@@ -536,6 +536,7 @@ typedef void cmd_fn(client *c);
  * those keys and nothing else, so that reading them early changes no reply. */
 #define CMD_LOOKAHEAD  (1u << 15)
 #define CMD_NO_ASYNC_LOADING (1u << 16)
+#define CMD_MOVABLE_KEYS (1u << 17)   /* Redis's movablekeys: keys found through a key count */
 
 typedef struct spw_command {
 	const char *name;             /* lower case */
@@ -551,7 +552,9 @@ typedef struct spw_command {
 	/* Added by commands.c (COMMAND INFO / DOCS fidelity, container commands): */
 	const char *complexity;
 	const char *tips;             /* space separated, e.g. "request_policy:multi_shard" */
-	const char *key_specs;        /* ";" separated "FLAGS:begin_index:lastkey:keystep[:notes]" */
+	const char *key_specs;        /* ";" separated "FLAGS:begin_index:lastkey:keystep[:notes]" (a
+	                               * range) or "FLAGS:begin_index:#keynumidx:firstkey:keystep[:notes]"
+	                               * (a key count argument): tools/gen-command-rows.py writes them */
 	const char *deprecated_since, *replaced_by;
 	struct spw_command *subcommands;  /* CONFIG, CLIENT, COMMAND: entries named "config|get" */
 	int nsubcommands;
@@ -590,7 +593,46 @@ const spw_command *command_sub_lookup(const spw_command *parent, const char *nam
 void command_dispatch(client *c);
 
 /* Handlers, one per command, grouped by family as in Redis. */
+/* coll.c: one collection command on the store (coll.c notes). */
+struct coll_view;
+/* Called with the collection (v: its record's value; for a string, when the read accepts any
+ * type, view->type is 0 and view->p/used are the string). Runs under the record's shared lock. */
+typedef void (*coll_read_fn)(void *ctx, const struct coll_view *view, const hlog_value *v);
+/* Read key as a collection of type (COLL_*), or of any type, strings included, when type is 0.
+ * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error. */
+int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void *ctx);
+enum { COLL_KEEP = 0, COLL_WRITE = 1, COLL_DELETE = 2 };
+typedef struct coll_edit coll_edit;
+struct coll_edit {
+	/* in */
+	int type;                 /* COLL_* the command works on */
+	bool create;              /* an absent key runs fn with cur NULL (commands that add), else
+	                           * nothing runs and found stays false */
+	/* fn decides from cur alone (it may run more than once: coll.c note 2): it sets action, and
+	 * for COLL_WRITE enc and the new payload out/out_len (memory its caller owns, valid until
+	 * coll_rmw returns). 0, or an error that coll_rmw returns as is (SPW_E_*, -ENOMEM). */
+	int (*fn)(coll_edit *e, const struct coll_view *cur);
+	void *arg;                /* fn's context */
+	/* out, set by fn */
+	int action;               /* COLL_KEEP, COLL_WRITE, COLL_DELETE (the collection is empty) */
+	int enc;                  /* CENC_* of the new value */
+	const uint8_t *out;
+	size_t out_len;
+	/* out, set by coll_rmw */
+	bool found;               /* the key existed (and had the type) */
+	client *c;
+};
+/* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
+ * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
+int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
+
+/* cmd_keys.c: TYPE's name for a value ("string", "hash", ...). */
+const char *value_type_name(const hlog_value *v);
+
 /* cmd_string.c */
+/* hlog_read for a command on strings (cmd_string.c note 9): SPW_E_WRONGTYPE, fn not called, when
+ * the key holds a collection. */
+int str_read(client *c, const hlog_key *k, hlog_read_fn fn, void *ctx);
 cmd_fn cmd_get, cmd_set, cmd_setnx, cmd_setex, cmd_psetex, cmd_getset, cmd_getdel, cmd_getex,
 	cmd_mget, cmd_mset, cmd_msetnx, cmd_incr, cmd_decr, cmd_incrby, cmd_decrby, cmd_incrbyfloat,
 	cmd_append, cmd_strlen, cmd_getrange, cmd_setrange, cmd_substr;
@@ -625,6 +667,7 @@ void reply_errorf(client *c, const char *fmt, ...) __attribute__((format(printf,
 void reply_err_arity(client *c);          /* ERR wrong number of arguments for 'x' command */
 void reply_err_syntax(client *c);         /* ERR syntax error */
 void reply_err_not_int(client *c);        /* ERR value is not an integer or out of range */
+void reply_err_wrongtype(client *c);      /* WRONGTYPE Operation against a key holding ... */
 void reply_err_store(client *c, int err); /* a store error: OOM, too big, corrupt... */
 
 /* Help replies: an array of simple strings, lines[] ends with NULL. */

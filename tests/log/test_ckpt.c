@@ -432,7 +432,7 @@ static int slow_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	(void)ctx;
 	(void)old;
-	*out = (hlog_rmw_plan){ HLOG_RMW_WRITE, 5, HLOG_NO_EXPIRY };
+	*out = (hlog_rmw_plan){ .action = HLOG_RMW_WRITE, .new_len = 5, .expire_ms = HLOG_NO_EXPIRY };
 	return 0;
 }
 

@@ -356,6 +356,80 @@ static void test_update_is_in_place_while_the_rounded_size_fits_and_copies_when_
 	assert_int_equal(b.expire_ms, 9500000);
 }
 
+/* ---------------- record types ---------------- */
+
+static void read_type_fn(void *ctx, const hlog_value *v)
+{
+	*(int *)ctx = v->rtype;
+}
+
+static int type_of(hlog_session *s, const hlog_key *k)
+{
+	int t = -1;
+	assert_int_equal(hlog_read(s, k, read_type_fn, &t), HLOG_OK);
+	return t;
+}
+
+/* A plan that rewrites the value as it is and sets nothing else: the type must stay (hlog.h). */
+static int same_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	(void)ctx;
+	out->action = HLOG_RMW_WRITE;
+	out->new_len = old ? old->len : 1;
+	out->expire_ms = 5000000;
+	return 0;
+}
+
+static void same_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	(void)ctx;
+	if (!in_place)
+		memcpy(dst, old ? old->ptr : (const uint8_t *)"x", old ? old->len : 1);
+}
+
+static const hlog_rmw_ops same_ops = { same_plan, same_fill };
+
+static void type_scan_fn(void *ctx, const void *key, size_t klen, const hlog_value *v)
+{
+	if (klen == 4 && memcmp(key, "coll", 4) == 0)
+		*(int *)ctx = v->rtype;
+}
+
+static void fill_to_page(fixture *f, uint64_t page, const char *prefix);
+
+static void test_record_type_is_kept_in_place_by_copies_and_by_plans_that_keep_the_value(void **state)
+{
+	fixture *f = fixture_open(state, 64 * KIB, 4 * KIB, 50);
+	hlog_key k;
+	hlog_key_init(&k, "coll", 4);
+	assert_int_equal(hlog_upsert_typed(f->s, &k, "headval", 7, HLOG_NO_EXPIRY, HLOG_T_HEAD), HLOG_OK);
+	assert_int_equal(type_of(f->s, &k), HLOG_T_HEAD);
+	/* A plan that does not name a type keeps the old one, also when it adds an expiry (a copy). */
+	assert_int_equal(hlog_rmw(f->s, &k, &same_ops, NULL), HLOG_OK);
+	assert_int_equal(type_of(f->s, &k), HLOG_T_HEAD);
+	/* A plain upsert of the same size writes a string in place: the type changes with it. */
+	uint64_t inplace = info_of(f->l).inplace_updates;
+	assert_int_equal(hlog_upsert(f->s, &k, "strval!", 7, 5000000), HLOG_OK);
+	assert_int_equal(info_of(f->l).inplace_updates, inplace + 1);
+	assert_int_equal(type_of(f->s, &k), HLOG_T_STRING);
+	assert_int_equal(hlog_upsert_typed(f->s, &k, "headval", 7, 5000000, HLOG_T_HEAD), HLOG_OK);
+	assert_int_equal(info_of(f->l).inplace_updates, inplace + 2);
+	assert_int_equal(type_of(f->s, &k), HLOG_T_HEAD);
+	/* Once read-only, the RMW copies the record to the tail: the copy keeps the type. */
+	fill_to_page(f, 12, "fill");   /* 50% of 16 pages mutable: page 0 is read-only now */
+	uint64_t rcu = info_of(f->l).rcu_updates;
+	assert_int_equal(hlog_rmw(f->s, &k, &same_ops, NULL), HLOG_OK);
+	assert_int_equal(info_of(f->l).rcu_updates, rcu + 1);
+	assert_int_equal(type_of(f->s, &k), HLOG_T_HEAD);
+	/* A scan reports it. */
+	int seen = -1;
+	uint64_t cur = 0;
+	do {
+		cur = hlog_scan(f->s, cur, 64, type_scan_fn, &seen);
+	} while (cur);
+	assert_int_equal(seen, HLOG_T_HEAD);
+}
+
 /* Write filler records until the tail is on page `page`. */
 static void fill_to_page(fixture *f, uint64_t page, const char *prefix)
 {
@@ -832,6 +906,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_scan_returns_each_live_key_exactly_once, fixture_teardown),
 		cmocka_unit_test_teardown(test_scan_reports_each_key_of_a_shared_chain_once, fixture_teardown),
 		cmocka_unit_test_teardown(test_flush_all_empties_the_store_and_reuses_its_frames, fixture_teardown),
+		cmocka_unit_test_teardown(test_record_type_is_kept_in_place_by_copies_and_by_plans_that_keep_the_value, fixture_teardown),
 		cmocka_unit_test_teardown(test_flush_all_waits_for_an_idle_protected_session_before_reusing_frames, fixture_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,83 @@
+/*
+ * coll.h - the value of a collection record: an 8-byte header, then the collection in Redis's own
+ * byte format (docs/ARCHITECTURE.md "Collections", "Small collections: one record"). The layer's
+ * public header; coll/listpack.h and coll/intset.h are the formats.
+ *
+ *   +0  u8  type      COLL_HASH, COLL_LIST, COLL_SET, COLL_ZSET; bit 7 (COLL_LARGE) reserved for
+ *                     the large layout (a head with parts), which no code writes yet
+ *   +1  u8  enc       what OBJECT ENCODING answers (CENC_*), moved by Redis 7.0's rules
+ *   +2  u16 0         reserved
+ *   +4  u32 used      bytes of the payload in use (little-endian)
+ *   +8  payload       hash, zset: a listpack (field, value / member, score pairs); list: one
+ *                     listpack; set: an intset (CENC_INTSET) or a listpack of members
+ *
+ * The record's value may be longer than 8 + used: the rest is capacity, so that a change that
+ * grows the collection a little stays in place in the mutable region (same rounded record size,
+ * log/ops.c note 3). Everything past 8 + used is ignored.
+ */
+#ifndef SPW_COLL_H
+#define SPW_COLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { COLL_HASH = 1, COLL_LIST = 2, COLL_SET = 3, COLL_ZSET = 4 };
+#define COLL_LARGE 0x80u
+/* Redis's object encodings, as OBJECT ENCODING names them. */
+enum { CENC_LISTPACK = 1, CENC_INTSET = 2, CENC_QUICKLIST = 3, CENC_HASHTABLE = 4, CENC_SKIPLIST = 5 };
+
+#define COLL_HDR 8u
+
+typedef struct coll_view {
+	int type;                 /* COLL_* */
+	int enc;                  /* CENC_* */
+	const uint8_t *p;         /* the payload */
+	size_t used;
+} coll_view;
+
+/* Parse a collection record's value. false when it is not one (too short, bad type or encoding,
+ * used past the value's end): the caller treats the record as corrupt. */
+static inline bool coll_parse(const uint8_t *v, size_t len, coll_view *out)
+{
+	if (len < COLL_HDR)
+		return false;
+	uint32_t used = (uint32_t)v[4] | (uint32_t)v[5] << 8 | (uint32_t)v[6] << 16 | (uint32_t)v[7] << 24;
+	if (v[0] < COLL_HASH || v[0] > COLL_ZSET || v[1] < CENC_LISTPACK || v[1] > CENC_SKIPLIST ||
+	    used > len - COLL_HDR)
+		return false;
+	out->type = v[0];
+	out->enc = v[1];
+	out->p = v + COLL_HDR;
+	out->used = used;
+	return true;
+}
+
+static inline void coll_hdr_write(uint8_t *dst, int type, int enc, size_t used)
+{
+	dst[0] = (uint8_t)type;
+	dst[1] = (uint8_t)enc;
+	dst[2] = dst[3] = 0;
+	dst[4] = (uint8_t)used;
+	dst[5] = (uint8_t)(used >> 8);
+	dst[6] = (uint8_t)(used >> 16);
+	dst[7] = (uint8_t)(used >> 24);
+}
+
+/* The value length to write for a payload of used bytes, given the current value length (0 when
+ * new): the current one while the payload fits and fills at least half of it, else used plus an
+ * eighth, at least 64 bytes of payload. */
+static inline size_t coll_value_len(size_t used, size_t cur_len)
+{
+	if (cur_len >= COLL_HDR && used <= cur_len - COLL_HDR && used * 2 >= cur_len - COLL_HDR)
+		return cur_len;
+	size_t cap = used + used / 8;
+	return COLL_HDR + (cap < 64 ? 64 : cap);
+}
+
+/* TYPE's answer and OBJECT ENCODING's. */
+const char *coll_type_name(int type);
+const char *coll_enc_name(int enc);
+
+#endif

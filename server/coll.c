@@ -1,0 +1,122 @@
+/*
+ * coll.c - a collection command on the store: reading a collection record, and changing it by one
+ * hlog_rmw. Every hash, list, set and sorted-set command goes through here, so WRONGTYPE, the
+ * record type, the header (coll/coll.h) and the capacity rule are decided in one place.
+ *
+ * Design notes:
+ *  1. Small layout only (docs/ARCHITECTURE.md "Collections"): a collection is one head record
+ *     (HLOG_T_HEAD) whatever its size, so a change rewrites the record: in place when it is
+ *     mutable and the rounded size is unchanged (coll_value_len keeps the length while the payload
+ *     fits), else a copy at the tail. The large layout (parts under internal keys) is not built
+ *     yet; until it is, a command on a collection of n members costs O(n) bytes moved.
+ *  2. One command, one hlog_rmw: the edit runs inside plan, from the current value alone, and may
+ *     run more than once (a concurrent writer won the race), so it builds its result afresh each
+ *     time (into a buffer its caller owns) and records its reply's inputs in its own context, never
+ *     accumulating. The reply is written after coll_rmw returns (cmd_string.c note 3's rule).
+ *  3. Redis's order: WRONGTYPE comes from the lookup, after the argument checks the command makes
+ *     before it (the caller parses its arguments first). A collection left empty is deleted, as
+ *     Redis does; a change keeps the key's TTL.
+ *  4. Pending reads: coll_read and coll_rmw are one store operation each, so HLOG_PENDING parks
+ *     the client before anything changed (cmd_string.c note 8).
+ */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+/* ---------------- reads ---------------- */
+
+struct coll_read_ctx {
+	int type;                 /* COLL_*, or 0: any type, strings included (TYPE, OBJECT) */
+	coll_read_fn fn;
+	void *ctx;
+	int rc;
+};
+
+static void coll_read_cb(void *ctx, const hlog_value *v)
+{
+	struct coll_read_ctx *x = ctx;
+	coll_view view = { 0, 0, v->ptr, v->len };
+	if (v->rtype == HLOG_T_STRING) {
+		if (x->type) {
+			x->rc = SPW_E_WRONGTYPE;
+			return;
+		}
+	} else if (v->rtype != HLOG_T_HEAD || !coll_parse(v->ptr, v->len, &view)) {
+		x->rc = SPW_E_CORRUPT;
+		return;
+	} else if (x->type && view.type != x->type) {
+		x->rc = SPW_E_WRONGTYPE;
+		return;
+	}
+	x->fn(x->ctx, &view, v);
+}
+
+int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void *ctx)
+{
+	struct coll_read_ctx x = { type, fn, ctx, 0 };
+	hlog_key k;
+	key_from_arg(&k, key);
+	int rc = hlog_read(c->w->sess, &k, coll_read_cb, &x);
+	return rc == HLOG_OK && x.rc ? x.rc : rc;
+}
+
+/* ---------------- changes ---------------- */
+
+static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	coll_edit *e = ctx;
+	coll_view view;
+	int rc;
+
+	e->found = old != NULL;
+	e->action = COLL_KEEP;
+	e->out = NULL;
+	e->out_len = 0;
+	out->action = HLOG_RMW_KEEP;
+	if (old) {
+		if (old->rtype == HLOG_T_STRING)
+			return SPW_E_WRONGTYPE;
+		if (old->rtype != HLOG_T_HEAD || !coll_parse(old->ptr, old->len, &view))
+			return SPW_E_CORRUPT;
+		if (view.type != e->type)
+			return SPW_E_WRONGTYPE;
+	} else if (!e->create) {
+		return 0;
+	}
+	if ((rc = e->fn(e, old ? &view : NULL)) < 0)
+		return rc;
+	if (e->action == COLL_DELETE) {
+		out->action = old ? HLOG_RMW_DELETE : HLOG_RMW_KEEP;
+	} else if (e->action == COLL_WRITE) {
+		if (e->out_len > UINT32_MAX)
+			return SPW_E_TOO_BIG;
+		out->action = HLOG_RMW_WRITE;
+		out->rtype = HLOG_T_HEAD;
+		out->new_len = coll_value_len(e->out_len, old ? old->len : 0);
+		out->expire_ms = old ? old->expire_ms : HLOG_NO_EXPIRY;
+	}
+	return 0;
+}
+
+static void coll_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	coll_edit *e = ctx;
+	(void)old;
+	(void)in_place;
+	coll_hdr_write(dst, e->type, e->enc, e->out_len);
+	if (e->out_len)
+		memmove(dst + COLL_HDR, e->out, e->out_len);
+}
+
+static const hlog_rmw_ops coll_ops = { coll_plan, coll_fill };
+
+int coll_rmw(client *c, const resp_slice *key, coll_edit *e)
+{
+	hlog_key k;
+	key_from_arg(&k, key);
+	e->c = c;
+	return hlog_rmw(c->w->sess, &k, &coll_ops, e);
+}
