@@ -1,6 +1,6 @@
 /*
  * rdb_packed.c - walks over the packed encodings an RDB value may hold: ziplist and zipmap (the old
- * formats, only read here), listpack and intset (read here for decoding; coll/ owns writing them).
+ * formats, only read here, so parsed here), listpack and intset (coll/'s validation and iterators).
  *
  * Design notes:
  *  1. Input is hostile (a RESTORE payload is whatever a client sends): the header's byte count must
@@ -9,11 +9,14 @@
  *  2. The element counts in the headers are checked against the walk when they can be (a ziplist's
  *     and listpack's 16-bit count when below its saturation value, an intset's always), as Redis's
  *     deep integrity check does; the walk's own count is returned.
- *  3. Integer entries are handed to fn as their decimal text (what the commands see); a listpack's
- *     or ziplist's back/prev lengths are checked against the entry before, as Redis's validation.
+ *  3. Integer entries are handed to fn as their decimal text (what the commands see); a ziplist's
+ *     prev lengths are checked against the entry before, as Redis's validation (coll/'s
+ *     lp_validate checks a listpack's back lengths).
  */
 #include "enc/rdb.h"
 #include "common/spw.h"
+#include "coll/intset.h"
+#include "coll/listpack.h"
 
 #include <string.h>
 
@@ -175,105 +178,36 @@ int rdb_zipmap_walk(const uint8_t *zm, size_t n, rdb_elem_fn fn, void *ctx, uint
 	return 0;
 }
 
-/* ---------------- listpack ---------------- */
-
-static size_t lp_backlen_size(size_t l)
-{
-	return l < 128 ? 1 : l < 16384 ? 2 : l < 2097152 ? 3 : l < 268435456 ? 4 : 5;
-}
-
-/* The back length stored after an entry: 7 bits a byte, read from its last byte backwards. */
-static uint64_t lp_backlen_decode(const uint8_t *p, size_t sz)
-{
-	uint64_t v = 0;
-	for (size_t i = 0; i < sz; i++)
-		v |= (uint64_t)(p[sz - 1 - i] & 127) << (7 * i);
-	return v;
-}
-
-static int lp_entry(const uint8_t *p, size_t room, rdb_elem_fn fn, void *ctx, size_t *size)
-{
-	uint8_t e = p[0];
-	size_t h = 1, slen = 0, ilen = 0;
-	int64_t v = 0;
-	bool is_str = false;
-	if ((e & 0x80) == 0) {
-		v = e & 0x7f;
-	} else if ((e & 0xc0) == 0x80) {
-		slen = e & 0x3f;
-		is_str = true;
-	} else if ((e & 0xe0) == 0xc0) {
-		if (room < 2)
-			return SPW_E_CORRUPT;
-		v = sext((uint64_t)(e & 0x1f) << 8 | p[1], 13);
-		h = 2;
-	} else if ((e & 0xf0) == 0xe0) {
-		if (room < 2)
-			return SPW_E_CORRUPT;
-		slen = (size_t)(e & 0x0f) << 8 | p[1];
-		h = 2;
-		is_str = true;
-	} else if (e == 0xf0) {
-		if (room < 5)
-			return SPW_E_CORRUPT;
-		slen = (size_t)le(p + 1, 4);
-		h = 5;
-		is_str = true;
-	} else if (e >= 0xf1 && e <= 0xf4) {
-		static const uint8_t w[] = { 2, 3, 4, 8 };
-		ilen = w[e - 0xf1];
-	} else {
-		return SPW_E_CORRUPT;
-	}
-	if (room < h + ilen || (is_str && slen > room - h))
-		return SPW_E_CORRUPT;
-	if (ilen)
-		v = sext(le(p + 1, (int)ilen), (int)ilen * 8);
-	size_t body = h + (is_str ? slen : ilen), bl = lp_backlen_size(body);
-	if (bl > room - body || lp_backlen_decode(p + body, bl) != body)
-		return SPW_E_CORRUPT;
-	*size = body + bl;
-	if (is_str)
-		return fn ? fn(ctx, p + h, slen) : 0;
-	return emit_int(fn, ctx, v);
-}
+/* ---------------- listpack and intset: coll/'s (validated deep first) ---------------- */
 
 int rdb_listpack_walk(const uint8_t *lp, size_t n, rdb_elem_fn fn, void *ctx, uint64_t *count)
 {
-	if (n < 7 || le(lp, 4) != n || lp[n - 1] != 0xff)
+	if (!lp_validate(lp, n, true, NULL, NULL))
 		return SPW_E_CORRUPT;
-	uint32_t num = (uint32_t)le(lp + 4, 2);
-	const uint8_t *p = lp + 6, *end = lp + n - 1;
 	uint64_t k = 0;
-	while (p < end) {
-		size_t sz;
-		int rc = lp_entry(p, (size_t)(end - p), fn, ctx, &sz);
+	for (const uint8_t *e = lp_first(lp); e; e = lp_next(lp, e), k++) {
+		lp_val v;
+		char buf[LP_INTBUF_SIZE];
+		size_t len;
+		lp_get(e, &v);
+		const char *s = lp_val_str(&v, buf, &len);
+		int rc = fn ? fn(ctx, (const uint8_t *)s, len) : 0;
 		if (rc < 0)
 			return rc;
-		p += sz;
-		k++;
 	}
-	if (num != UINT16_MAX && num != k)
-		return SPW_E_CORRUPT;
 	*count = k;
 	return 0;
 }
 
-/* ---------------- intset ---------------- */
-
+/* is_validate refuses an empty intset, as Redis does: the caller's "empty key" is then corrupt. */
 int rdb_intset_walk(const uint8_t *is, size_t n, rdb_elem_fn fn, void *ctx, uint64_t *count)
 {
-	if (n < 8)
+	if (!is_validate(is, n, true))
 		return SPW_E_CORRUPT;
-	uint32_t enc = (uint32_t)le(is, 4), len = (uint32_t)le(is + 4, 4);
-	if ((enc != 2 && enc != 4 && enc != 8) || (uint64_t)len * enc + 8 != n)
-		return SPW_E_CORRUPT;
-	int64_t prev = 0;
+	uint32_t len = is_len(is);
 	for (uint32_t i = 0; i < len; i++) {
-		int64_t v = sext(le(is + 8 + (size_t)i * enc, (int)enc), (int)enc * 8);
-		if (i && v <= prev)   /* sorted and unique, as intsetValidateIntegrity's deep check */
-			return SPW_E_CORRUPT;
-		prev = v;
+		int64_t v;
+		is_get(is, i, &v);
 		int rc = emit_int(fn, ctx, v);
 		if (rc < 0)
 			return rc;
