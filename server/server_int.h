@@ -644,6 +644,8 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
+/* cmd_dump.c */
+cmd_fn cmd_dump, cmd_restore;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
