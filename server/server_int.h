@@ -61,6 +61,8 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
+	char import_rdb[1024];        /* --import-rdb FILE (import.c), "" = none */
+	bool import_check_only;       /* --check-only: import's read and summary, nothing stored */
 	/* Garnet's storage-tier flags (see tier_open in start.c for how they map to the device). */
 	bool storage_tier;            /* --storage-tier */
 	char logdir[1024];            /* --logdir: segment files go to <logdir>/Store; "" = dir */
