@@ -195,6 +195,7 @@ static spw_command memory_subcommands[] = {
 };
 
 static spw_command cmd_table[] = {
+#include "server/cmdtab_dump.inc"   /* DUMP, RESTORE (cmd_dump.c) */
 	{ .name = "get", .fn = cmd_get, .arity = 2, .flags = CMD_READONLY | CMD_FAST | CMD_LOOKAHEAD,
 	  .first_key = 1, .last_key = 1, .step = 1, .acl_categories = "@read @string @fast",
 	  .since = "1.0.0", .group = "string", .complexity = "O(1)",

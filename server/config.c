@@ -130,6 +130,10 @@ const spw_option config_options[] = {
 	  "working directory (reported as an absolute path)" },
 	{ "config", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(config_file), NULL, NULL,
 	  "read config_options from FILE (\"name value\" per line) before the command line" },
+	{ "import-rdb", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(import_rdb), NULL, NULL,
+	  "load every key of a redis-server dump.rdb FILE after recovery, before serving (import.c)" },
+	{ "check-only", NULL, OPT_BOOL, OPT_CLI_ONLY, 0, 0, "no", FIELD(import_check_only), NULL, NULL,
+	  "with --import-rdb: read and check the file, print its summary and exit, storing nothing" },
 	{ "databases", NULL, OPT_INT, 0, 1, 1, "1", FIELD(databases), NULL, NULL,
 	  "number of databases (only db 0 exists)" },
 	/* The store. */

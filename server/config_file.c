@@ -335,8 +335,8 @@ static int config_load_args(int argc, char **argv)
 		} else {
 			val = argv[++i];
 		}
-		if (o->flags & OPT_CLI_ONLY)
-			continue;   /* --config: read above */
+		if (o->flags & OPT_CLI_ONLY && !strcmp(o->name, "config"))
+			continue;   /* read above; the other start-up flags (--import-rdb) are set here */
 		if (config_option_parse(o, val, strlen(val), &g_cfg, why, sizeof(why)) < 0) {
 			fprintf(stderr, "spillway: bad value for --%.*s '%s': %s\n", (int)nlen, name, val, why);
 			return -EINVAL;

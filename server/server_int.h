@@ -61,6 +61,8 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
+	char import_rdb[1024];        /* --import-rdb FILE (import.c), "" = none */
+	bool import_check_only;       /* --check-only: import's read and summary, nothing stored */
 	/* Garnet's storage-tier flags (see tier_open in start.c for how they map to the device). */
 	bool storage_tier;            /* --storage-tier */
 	char logdir[1024];            /* --logdir: segment files go to <logdir>/Store; "" = dir */
@@ -687,6 +689,8 @@ cmd_fn cmd_pfadd, cmd_pfcount, cmd_pfmerge;
 cmd_fn cmd_hset, cmd_hsetnx, cmd_hget, cmd_hmget, cmd_hmset, cmd_hdel, cmd_hexists, cmd_hlen,
 	cmd_hstrlen, cmd_hkeys, cmd_hvals, cmd_hgetall, cmd_hincrby, cmd_hincrbyfloat, cmd_hrandfield,
 	cmd_hscan;
+/* cmd_dump.c */
+cmd_fn cmd_dump, cmd_restore;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
