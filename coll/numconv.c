@@ -2,11 +2,9 @@
  * numconv.c - Redis 7.0's double <-> text rules for collections (numconv.h).
  *
  * Design notes:
- *  1. A zset score goes into a listpack as zzlInsertAt does it in 7.0: double2ll first (an
- *     integral score within +-2^62 becomes an int entry, -0.0 included, as 0), else d2string's
- *     "%.17g" text, which lp_append then stores as a string (it never parses as an int: a
- *     "%.17g" of an integral double past 2^62 has an exponent or 19+ digits past the range
- *     double2ll excludes; either way lp_append's own string2ll check decides, as lpAppend's).
+ *  1. A zset score goes into a listpack as 7.0's zzlInsertAt puts it: double2ll first (an
+ *     integral score within +-2^62 becomes an int entry; -0.0 becomes 0), else d2string's "%.17g"
+ *     text through lp_append, whose own string2ll check keeps it a string ("5e+18", "1.5").
  *  2. Reading a score back (zzlGetScore) is strtod over at most 127 bytes, as zzlStrtod.
  *  3. Parsing needs a NUL-terminated copy for strtod: up to 255 bytes on the stack, longer
  *     input (legal: "0.000...01") in a heap copy, the rare path.

@@ -17,8 +17,13 @@
 /* Room for d2string's longest output ("%.17g": "-2.2250738585072014e-308") and a NUL. */
 #define COLL_D2STR_SIZE 128
 
-/* Redis 7.0's d2string: "nan", "inf", "-inf", "0" / "-0" for zeros, integral values inside
- * +-2^52 in plain base 10, else "%.17g". buf holds COLL_D2STR_SIZE. Returns the length. */
+/* Redis 7.0's double2ll: true and *out when v is integral and |v| <= 2^62 (LLONG_MAX / 2 as a
+ * double), the range where Redis stores a zset score as an int entry and prints it with ll2string.
+ * -0.0 gives 0. */
+bool coll_double2ll(double v, long long *out /* out */);
+
+/* Redis 7.0's d2string: "nan", "inf", "-inf", "0" / "-0" for zeros, what coll_double2ll
+ * takes in base 10, else "%.17g". buf holds COLL_D2STR_SIZE. Returns the length. */
 size_t coll_d2str(char *buf, double v);
 
 /* Redis's getDoubleFromObject on len bytes: strtod over all of them, no leading space, no NaN,
@@ -28,5 +33,10 @@ bool coll_parse_double(const void *s, size_t len, double *out /* out */);
 /* Redis's zzlGetScore: an int entry as a double, a string entry through strtod (its first 127
  * bytes, as zzlStrtod). */
 double coll_lp_score(const lp_val *v);
+
+/* A zset score as zzlInsertAt stores it: an int entry when coll_double2ll takes it, else the
+ * string d2string makes. Same returns and offsets as lp_append / lp_insert. */
+int coll_lp_append_score(lp_buf *b, double score);
+int coll_lp_insert_score(lp_buf *b, size_t off, int where, double score, size_t *newoff /* out */);
 
 #endif
