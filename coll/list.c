@@ -46,20 +46,12 @@ static const uint8_t *seek_near(const uint8_t *lp, long n, long i)
 	return lp_seek(lp, i > n / 2 ? i - n : i);
 }
 
-size_t list_slice(uint8_t *dst, const uint8_t *lp, long n, long from, long to)
+size_t list_run(uint8_t *dst, const uint8_t *lp, const uint8_t *a, const uint8_t *end, uint32_t count)
 {
-	const uint8_t *a = seek_near(lp, n, from), *b = a, *next;
-	size_t body, len;
-	uint32_t count = hdr_count(lp) == LP_COUNT_UNKNOWN ? LP_COUNT_UNKNOWN : (uint32_t)(to - from + 1);
+	size_t body = (size_t)(end - a), len = LP_HDR_SIZE + body + 1;
 
-	if (to - from < 64)
-		for (long i = from; i < to; i++)
-			b = lp_next(lp, b);
-	else
-		b = seek_near(lp, n, to);
-	next = lp_next(lp, b);
-	body = (size_t)((next ? next : lp + lp_bytes(lp) - 1) - a);
-	len = LP_HDR_SIZE + body + 1;
+	if (hdr_count(lp) == LP_COUNT_UNKNOWN || count > LP_COUNT_UNKNOWN)
+		count = LP_COUNT_UNKNOWN;
 	dst[0] = (uint8_t)len;
 	dst[1] = (uint8_t)(len >> 8);
 	dst[2] = (uint8_t)(len >> 16);
@@ -69,6 +61,19 @@ size_t list_slice(uint8_t *dst, const uint8_t *lp, long n, long from, long to)
 	memcpy(dst + LP_HDR_SIZE, a, body);
 	dst[len - 1] = LP_EOF;
 	return len;
+}
+
+size_t list_slice(uint8_t *dst, const uint8_t *lp, long n, long from, long to)
+{
+	const uint8_t *a = seek_near(lp, n, from), *b = a, *next;
+
+	if (to - from < 64)
+		for (long i = from; i < to; i++)
+			b = lp_next(lp, b);
+	else
+		b = seek_near(lp, n, to);
+	next = lp_next(lp, b);
+	return list_run(dst, lp, a, next ? next : lp + lp_bytes(lp) - 1, (uint32_t)(to - from + 1));
 }
 
 long list_rem(lp_buf *b, long count, const void *s, size_t len)

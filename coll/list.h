@@ -31,6 +31,11 @@ bool list_range(long llen, long start, long end, long *from /* out */, long *to 
  * lp_bytes(lp) bytes at most and must not overlap lp. Returns the new listpack's length. */
 size_t list_slice(uint8_t *dst, const uint8_t *lp, long n, long from, long to);
 
+/* The bytes of list_slice: the entries from a up to end (an entry or lp's end marker) of lp,
+ * count of them, as a listpack in dst; the count is written as unknown when lp's is or when
+ * it is 65535 or more. Returns the new listpack's length. */
+size_t list_run(uint8_t *dst, const uint8_t *lp, const uint8_t *a, const uint8_t *end, uint32_t count);
+
 /* LREM: delete up to |count| entries equal to s (0: all of them), from the head when count >= 0,
  * from the tail when negative. Returns how many went (never grows b). */
 long list_rem(lp_buf *b, long count, const void *s, size_t len);

@@ -109,15 +109,6 @@ static int list_work(coll_edit *e, const coll_view *cur, size_t keep, size_t ext
 	return 0;
 }
 
-/* The current list's length, or SPW_E_CORRUPT. */
-static int list_len(const coll_view *cur, long *llen /* out */)
-{
-	if (!list_ok(cur))
-		return SPW_E_CORRUPT;
-	*llen = (long)lp_count(cur->p);
-	return 0;
-}
-
 /* The edit's result: the listpack in b, or a deletion when it has no entries left. */
 static void list_out(coll_edit *e, const uint8_t *lp, size_t len)
 {
@@ -192,33 +183,46 @@ struct pop_ctx {
 	const uint8_t *popped;    /* out: a listpack of them, in list order, in the scratch */
 };
 
-/* The new list and the popped elements are both slices of the old one (coll/list.c note 3). */
+/* The new list and the popped elements are both runs of the old one (coll/list.c note 3). Only
+ * the popped end is walked, so a pop costs one copy of the list, not a count of it. */
 static int pop_fn(coll_edit *e, const coll_view *cur)
 {
 	struct pop_ctx *x = e->arg;
-	long llen = 0, k, from;
+	const uint8_t *lp = cur->p, *p, *edge, *eof;
+	uint32_t n;
 	uint8_t *s;
+	long k = 0;
 
-	if (list_len(cur, &llen) < 0)
+	if (!list_ok(cur))
 		return SPW_E_CORRUPT;
-	k = x->count < llen ? x->count : llen;
-	x->n = k;
+	x->n = 0;
 	x->popped = NULL;
 	e->action = COLL_KEEP;
+	/* edge: the popped entry nearest the rest; p: the first entry of the rest on that side. */
+	for (p = edge = x->left ? lp_first(lp) : lp_last(lp); p && k < x->count; k++) {
+		edge = p;
+		p = x->left ? lp_next(lp, p) : lp_prev(lp, p);
+	}
 	if (k == 0)
 		return 0;
 	if (!(s = worker_scratch(e->c->w, x->keep + 2 * cur->used)))
 		return -ENOMEM;
 	s += x->keep;
-	from = x->left ? 0 : llen - k;
-	list_slice(s + cur->used, cur->p, llen, from, from + k - 1);
+	x->n = k;
 	x->popped = s + cur->used;
-	if (k == llen)
+	eof = lp + cur->used - 1;
+	n = (uint32_t)lp[4] | (uint32_t)lp[5] << 8;   /* list_run writes "unknown" when it is */
+	if (x->left) {
+		list_run(s + cur->used, lp, lp_first(lp), p ? p : eof, (uint32_t)k);
+		if (p)
+			list_out(e, s, list_run(s, lp, p, eof, n - (uint32_t)k));
+	} else {
+		list_run(s + cur->used, lp, edge, eof, (uint32_t)k);
+		if (p)
+			list_out(e, s, list_run(s, lp, lp_first(lp), edge, n - (uint32_t)k));
+	}
+	if (!p)
 		list_out(e, lp_empty, LP_EMPTY_BYTES);
-	else if (x->left)
-		list_out(e, s, list_slice(s, cur->p, llen, k, llen - 1));
-	else
-		list_out(e, s, list_slice(s, cur->p, llen, 0, llen - k - 1));
 	return 0;
 }
 
@@ -404,11 +408,12 @@ void cmd_lset(client *c)
 static int ltrim_fn(coll_edit *e, const coll_view *cur)
 {
 	struct edit_ctx *x = e->arg;
-	long llen = 0, from, to;
+	long llen, from, to;
 	uint8_t *s;
 
-	if (list_len(cur, &llen) < 0)
+	if (!list_ok(cur))
 		return SPW_E_CORRUPT;
+	llen = (long)lp_count(cur->p);
 	if (!list_range(llen, (long)x->a, (long)x->b, &from, &to)) {
 		list_out(e, lp_empty, LP_EMPTY_BYTES);
 		return 0;
