@@ -118,7 +118,8 @@ static void list_out(coll_edit *e, const uint8_t *lp, size_t len)
 	e->out_len = len;
 }
 
-static void reply_read_failed(client *c, int rc)
+/* A read's keyspace hit or miss (note 2): a key of another type was found. */
+static void count_list_lookup(client *c, int rc)
 {
 	count_lookup(c, rc == HLOG_OK || rc == SPW_E_WRONGTYPE);
 }
@@ -299,7 +300,7 @@ void cmd_llen(client *c)
 {
 	struct read_ctx x = { .c = c };
 	int rc = coll_read(c, &c->argv[1], COLL_LIST, llen_cb, &x);
-	reply_read_failed(c, rc);
+	count_list_lookup(c, rc);
 	if (rc == HLOG_OK && x.n < 0)
 		rc = SPW_E_CORRUPT;
 	if (reply_store_failed(c, rc))
@@ -327,7 +328,7 @@ void cmd_lindex(client *c)
 	struct read_ctx x = { .c = c };
 	x.arg_ok = arg_ll(&c->argv[2], &x.a);
 	int rc = coll_read(c, &c->argv[1], COLL_LIST, lindex_cb, &x);
-	reply_read_failed(c, rc);
+	count_list_lookup(c, rc);
 	if (!reply_store_failed(c, rc) && rc == HLOG_NOTFOUND)
 		reply_null(c);
 }
@@ -353,7 +354,7 @@ void cmd_lrange(client *c)
 		return;
 	}
 	int rc = coll_read(c, &c->argv[1], COLL_LIST, lrange_cb, &x);
-	reply_read_failed(c, rc);
+	count_list_lookup(c, rc);
 	if (!reply_store_failed(c, rc) && rc == HLOG_NOTFOUND)
 		resp_write_array_len(&c->out, 0);
 }
@@ -574,7 +575,7 @@ void cmd_lpos(client *c)
 	if (!lpos_args(c, &x))
 		return;
 	int rc = coll_read(c, &c->argv[1], COLL_LIST, lpos_cb, &x);
-	reply_read_failed(c, rc);
+	count_list_lookup(c, rc);
 	if (reply_store_failed(c, rc) || rc != HLOG_NOTFOUND)
 		return;
 	if (x.count >= 0)

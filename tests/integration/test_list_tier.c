@@ -277,6 +277,42 @@ static void test_list_commands_work_on_lists_on_the_device(void **state)
 		expect_buf(&c, &w, (const char *[]){ "LRANGE", key, "0", "-1" }, 4);
 	}
 	itest_stat_grew(&c, "tier_pending_reads", pend, 400, "LRANGE of every list, the changed ones cold");
+
+	/* Pipelined reads of cold lists: a parked LLEN / LRANGE / LINDEX / LPOS looks ahead over the
+	 * ones after it (CMD_LOOKAHEAD, park.c note 3), and every reply still comes in order. */
+	fill(&c, 1000);
+	long long ahead = itest_info_stat(&c, "sg_lookahead_gets");
+	itest_buf req = { 0 };
+	for (int i = 0; i < 400; i++) {
+		const mlist *m = &g_m[i];
+		key_of(i, key);
+		switch (i % 4) {
+		case 0:
+			itest_buf_fmt(&req, "*2\r\n$4\r\nLLEN\r\n$%zu\r\n%s\r\n", strlen(key), key);
+			itest_buf_fmt(&w, ":%d\r\n", m->n);
+			break;
+		case 1:
+			itest_buf_fmt(&req, "*4\r\n$6\r\nLRANGE\r\n$%zu\r\n%s\r\n$1\r\n0\r\n$2\r\n-1\r\n",
+			              strlen(key), key);
+			m_range_reply(m, &w);
+			break;
+		case 2:
+			itest_buf_fmt(&req, "*3\r\n$6\r\nLINDEX\r\n$%zu\r\n%s\r\n$1\r\n0\r\n", strlen(key), key);
+			if (m->n)
+				itest_buf_bulk(&w, m->e[0], strlen(m->e[0]));
+			else
+				itest_buf_fmt(&w, "$-1\r\n");
+			break;
+		default:
+			itest_buf_fmt(&req, "*3\r\n$4\r\nLPOS\r\n$%zu\r\n%s\r\n$6\r\nnosuch\r\n", strlen(key), key);
+			itest_buf_fmt(&w, "$-1\r\n");
+			break;
+		}
+	}
+	assert_int_equal(itest_conn_send(&c, req.p, req.len), 0);
+	itest_replies_expect(&c, &srv, w.p, w.len, NULL);
+	itest_stat_grew(&c, "sg_lookahead_gets", ahead, 1, "pipelined list reads behind a parked one");
+	free(req.p);
 	free(w.p);
 	itest_conn_close(&c);
 	assert_int_equal(itest_server_stop(&srv), 0);
