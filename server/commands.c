@@ -148,6 +148,50 @@ static spw_command client_subcommands[] = {
 	  .summary = "Set the current connection name" },
 };
 
+/* OBJECT and MEMORY (cmd_object.c): rows from tools/gen-command-rows.py. */
+static spw_command object_subcommands[] = {
+	{ .name = "object|encoding", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Inspect the internal encoding of a Redis object",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|freq", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "4.0.0", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the logarithmic access frequency counter of a Redis object",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|help", .fn = cmd_object, .arity = 2, .flags = CMD_LOADING | CMD_STALE,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@keyspace @slow",
+	  .since = "6.2.0", .group = "generic", .complexity = "O(1)",
+	  .summary = "Show helpful text about the different subcommands" },
+	{ .name = "object|idletime", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the time since a Redis object was last accessed",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|refcount", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the number of references to the value of the key",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+};
+
+static spw_command memory_subcommands[] = {
+	{ .name = "memory|help", .fn = cmd_memory, .arity = 2, .flags = CMD_LOADING | CMD_STALE,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "4.0.0", .group = "server", .complexity = "O(1)",
+	  .summary = "Show helpful text about the different subcommands" },
+	{ .name = "memory|usage", .fn = cmd_memory, .arity = -3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@read @slow",
+	  .since = "4.0.0", .group = "server", .complexity = "O(N) where N is the number of samples.",
+	  .summary = "Estimate the memory usage of a key",
+	  .key_specs = "RO:2:0:1" },
+};
+
 static spw_command cmd_table[] = {
 	{ .name = "get", .fn = cmd_get, .arity = 2, .flags = CMD_READONLY | CMD_FAST | CMD_LOOKAHEAD,
 	  .first_key = 1, .last_key = 1, .step = 1, .acl_categories = "@read @string @fast",
@@ -441,6 +485,16 @@ static spw_command cmd_table[] = {
 	  .since = "1.0.0", .group = "server", .complexity = "O(1)",
 	  .summary = "Get the UNIX time stamp of the last successful save to disk",
 	  .tips = "nondeterministic_output" },
+	{ .name = "object", .fn = cmd_object, .arity = -2, .flags = 0,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "Depends on subcommand.",
+	  .summary = "A container for object introspection commands",
+	  .subcommands = object_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(object_subcommands) },
+	{ .name = "memory", .fn = cmd_memory, .arity = -2, .flags = 0,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "4.0.0", .group = "server", .complexity = "Depends on subcommand.",
+	  .summary = "A container for memory diagnostics commands",
+	  .subcommands = memory_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(memory_subcommands) },
 #include "server/cmdtab_list.inc"
 };
 

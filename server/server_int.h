@@ -626,6 +626,8 @@ struct coll_edit {
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
 
+/* cmd_object.c */
+cmd_fn cmd_object, cmd_memory;
 /* cmd_keys.c: TYPE's name for a value ("string", "hash", ...). */
 const char *value_type_name(const hlog_value *v);
 

@@ -64,8 +64,8 @@ static const volatile_cmd volatile_commands[] = {
 	{ "DEBUG", "server internals" },
 	{ "RANDOMKEY", "random by definition" },
 	{ "SCAN", "cursors are implementation-defined; use !scanall to compare the whole iteration" },
-	{ "OBJECT", "encodings, refcounts, idle times" },
-	{ "MEMORY", "allocator figures" },
+	{ "OBJECT IDLETIME", "access times are not tracked here (cmd_object.c note 3): an error instead" },
+	{ "MEMORY", "allocator figures; MEMORY USAGE is this server's record size (cmd_object.c note 4)" },
 	{ "LATENCY", "measurements" },
 	{ "SLOWLOG", "measurements" },
 };
