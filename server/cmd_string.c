@@ -574,13 +574,15 @@ void cmd_getex(client *c)
 		return;
 	}
 	if (expire && expire_arg_parse(c, expire, g.flags, &g.when, &not_int) < 0) {
-		/* Redis looks the key up before it validates the time: nil for a missing key. */
+		/* Redis looks the key up and checks its type before it validates the time: nil for a
+		 * missing key, WRONGTYPE for a collection. */
 		hlog_key k;
 		key_from_arg(&k, &c->argv[1]);
-		int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
+		int rc = str_read(c, &k, read_noop, NULL);
+		if (rc == HLOG_OK || rc == HLOG_NOTFOUND || rc == SPW_E_WRONGTYPE)
+			count_lookup(c, rc != HLOG_NOTFOUND);
 		if (reply_store_failed(c, rc))
 			return;
-		count_lookup(c, rc == HLOG_OK);
 		if (rc == HLOG_NOTFOUND)
 			reply_null(c);
 		else if (not_int)
@@ -790,6 +792,7 @@ static size_t format_long_double(char *buf, size_t cap, long double v)
 
 struct incrf_ctx {
 	long double incr;
+	bool incr_ok;              /* argv[2] parsed: Redis checks it after the key's type and value */
 	size_t len;                /* output of plan */
 	char buf[LD_MAX_CHARS];
 };
@@ -801,7 +804,7 @@ static int incrf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 
 	if (old_not_string(old))
 		return SPW_E_WRONGTYPE;
-	if (old && !parse_long_double(old->ptr, old->len, &v))
+	if ((old && !parse_long_double(old->ptr, old->len, &v)) || !x->incr_ok)
 		return SPW_E_NOT_FLOAT;
 	v += x->incr;
 	if (isnan(v) || isinf(v))
@@ -832,10 +835,7 @@ void cmd_incrbyfloat(client *c)
 	struct incrf_ctx x;
 	hlog_key k;
 
-	if (!parse_long_double(c->argv[2].ptr, c->argv[2].len, &x.incr)) {
-		reply_error(c, "ERR value is not a valid float");
-		return;
-	}
+	x.incr_ok = parse_long_double(c->argv[2].ptr, c->argv[2].len, &x.incr);
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &incrf_ops, &x);
 	if (!reply_store_failed(c, rc))
