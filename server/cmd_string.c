@@ -574,13 +574,15 @@ void cmd_getex(client *c)
 		return;
 	}
 	if (expire && expire_arg_parse(c, expire, g.flags, &g.when, &not_int) < 0) {
-		/* Redis looks the key up before it validates the time: nil for a missing key. */
+		/* Redis looks the key up and checks its type before it validates the time: nil for a
+		 * missing key, WRONGTYPE for a collection. */
 		hlog_key k;
 		key_from_arg(&k, &c->argv[1]);
-		int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
+		int rc = str_read(c, &k, read_noop, NULL);
+		if (rc == HLOG_OK || rc == HLOG_NOTFOUND || rc == SPW_E_WRONGTYPE)
+			count_lookup(c, rc != HLOG_NOTFOUND);
 		if (reply_store_failed(c, rc))
 			return;
-		count_lookup(c, rc == HLOG_OK);
 		if (rc == HLOG_NOTFOUND)
 			reply_null(c);
 		else if (not_int)

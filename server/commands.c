@@ -501,6 +501,7 @@ static spw_command cmd_table[] = {
 #include "server/cmdtab_hll.inc"
 #include "server/cmdtab_bits.inc"
 #include "server/cmdtab_hash.inc"
+#include "server/cmdtab_list.inc"
 };
 
 /* ---------------- lookup ---------------- */

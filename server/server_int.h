@@ -696,6 +696,10 @@ cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
 int client_name_check(client *c, const resp_slice *name);
 void client_name_set(client *c, const resp_slice *name);   /* after client_name_check */
+/* cmd_list.c */
+cmd_fn cmd_lpush, cmd_rpush, cmd_lpushx, cmd_rpushx, cmd_lpop, cmd_rpop, cmd_llen, cmd_lindex,
+	cmd_lset, cmd_lrange, cmd_ltrim, cmd_lrem, cmd_linsert, cmd_lpos, cmd_lmove, cmd_rpoplpush,
+	cmd_lmpop;
 /* info.c */
 cmd_fn cmd_info;
 void info_stats_reset(void);   /* CONFIG RESETSTAT (info.c note 2) */
