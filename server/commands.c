@@ -441,6 +441,7 @@ static spw_command cmd_table[] = {
 	  .since = "1.0.0", .group = "server", .complexity = "O(1)",
 	  .summary = "Get the UNIX time stamp of the last successful save to disk",
 	  .tips = "nondeterministic_output" },
+#include "server/cmdtab_set.inc"
 };
 
 /* ---------------- lookup ---------------- */
