@@ -222,3 +222,33 @@ int cset_take(lp_buf *b, int enc, const uint8_t *sel, lp_buf *taken)
 	lp_buf_free(&kept);
 	return rc < 0 ? rc : 0;
 }
+
+int cset_rebuild(lp_buf *b, int *enc, size_t max_intset)
+{
+	lp_buf old = *b, nb = { 0 };
+	char buf[LP_INTBUF_SIZE];
+	cset_it it;
+	lp_val m;
+	size_t len;
+	bool added;
+	int rc = 0, nenc = CENC_INTSET;
+
+	cset_it_init(&it, *enc, old.p);
+	for (bool first = true; rc >= 0 && cset_it_next(&it, &m); first = false) {
+		const char *s = lp_val_str(&m, buf, &len);
+		if (first)
+			rc = cset_init(&nb, &nenc, s, len);
+		if (rc >= 0)
+			rc = cset_add(&nb, &nenc, s, len, max_intset, &added);
+	}
+	if (rc < 0) {
+		lp_buf_free(&nb);
+		return rc;
+	}
+	if (!nb.p)
+		return 0;   /* empty: nothing to rebuild */
+	lp_buf_free(&old);
+	*b = nb;
+	*enc = nenc;
+	return 0;
+}

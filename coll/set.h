@@ -49,6 +49,10 @@ int cset_add_val(lp_buf *b, int *enc, const lp_val *m, size_t max_intset, bool *
 /* Move the members whose bit is set in sel (bit i of sel[i / 8]: the member at index i) out of
  * the set into the listpack taken (appended, in the set's order). 0 or -ENOMEM. */
 int cset_take(lp_buf *b, int enc, const uint8_t *sel, lp_buf *taken);
+/* Build the set in b afresh, as Redis's SPOP does when it keeps few members (setTypeCreate of
+ * the first, then setTypeAdd of each): a listpack of integers only becomes an intset again, an
+ * intset takes the narrowest width. 0, -ENOMEM, -E2BIG. */
+int cset_rebuild(lp_buf *b, int *enc, size_t max_intset);
 /* An empty listpack in b, its allocation reused. 0 or -ENOMEM. */
 int cset_lp_reset(lp_buf *b);
 /* Append a member to a listpack as it was (an int stays an int entry). 0 or -ENOMEM / -E2BIG. */

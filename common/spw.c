@@ -1,5 +1,6 @@
 /*
- * spw.c - shared helpers: error names, clocks, logging, number and size parsing, glob matching.
+ * spw.c - shared helpers: error names, clocks, logging, number and size parsing (long doubles
+ * included, as Redis's string2ld / ld2string), glob matching.
  *
  * Invariants:
  *  1. Nothing here allocates on a hot path; spw_parse_ll and spw_fmt_ll (inline in spw.h) are used
@@ -12,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -173,6 +175,47 @@ bool spw_parse_ll(const char *s, size_t slen, long long *out)
 		*out = (long long)v;
 	}
 	return true;
+}
+
+bool spw_parse_ld(const void *s, size_t len, long double *out)
+{
+	char buf[SPW_LD_MAX_CHARS];
+	char *end;
+	long double v;
+
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	errno = 0;
+	v = strtold(buf, &end);
+	if (isspace((unsigned char)buf[0]) || *end != '\0' || (size_t)(end - buf) != len ||
+	    (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
+	    errno == EINVAL || isnan(v))
+		return false;
+	*out = v;
+	return true;
+}
+
+size_t spw_fmt_ld(char *buf, size_t cap, long double v)
+{
+	int n = snprintf(buf, cap, "%.17Lf", v);
+	size_t l;
+
+	if (n < 0 || (size_t)n + 1 > cap)
+		return 0;
+	l = (size_t)n;
+	if (memchr(buf, '.', l)) {
+		while (buf[l - 1] == '0')
+			l--;
+		if (buf[l - 1] == '.')
+			l--;
+	}
+	if (l == 2 && buf[0] == '-' && buf[1] == '0') {
+		buf[0] = '0';
+		l = 1;
+	}
+	return l;
 }
 
 const char spw_digits2[201] =

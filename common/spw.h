@@ -109,6 +109,15 @@ static inline size_t spw_fmt_ll(char *buf, long long v)
 	buf[n] = '\0';
 	return n;
 }
+/* Redis's MAX_LONG_DOUBLE_CHARS: the longest text spw_parse_ld takes, and the room spw_fmt_ld needs
+ * for any finite long double. */
+#define SPW_LD_MAX_CHARS (5 * 1024)
+/* Redis's string2ld over exactly len bytes (strtold: no leading space, nothing left over, no NaN,
+ * no overflow or underflow to 0; "inf" is accepted). true on success. */
+bool spw_parse_ld(const void *s, size_t len, long double *out /* out */);
+/* Redis's ld2string(LD_STR_HUMAN): "%.17Lf" with trailing zeros and a bare '.' trimmed, "-0" as
+ * "0" (INCRBYFLOAT, HINCRBYFLOAT). v is finite. The length, 0 when it does not fit in cap. */
+size_t spw_fmt_ld(char *buf, size_t cap, long double v);
 /* Glob match as Redis's stringmatchlen (*, ?, [a-z], [^x], \x). nocase != 0 folds case. */
 bool spw_glob_match(const char *pat, size_t plen, const char *str, size_t slen, int nocase);
 

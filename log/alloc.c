@@ -497,6 +497,20 @@ static void alloc_flush_claim(hlog_session *s)
 		alloc_flush_page(s, p);
 }
 
+bool alloc_written_below(hlog *l, uint64_t addr)
+{
+	uint64_t target = addr & ~(l->page_bytes - 1), fu = load_acq(&l->flushed_until);
+	if (fu >= target)
+		return true;
+	/* Pages at and above FlushedUntil are all in their frames (none is evicted unwritten), so
+	 * each slot's flush_done is its own page's. */
+	uint64_t mask = l->frame_slots - 1;
+	for (uint64_t p = fu >> l->page_bits; p < target >> l->page_bits; p++)
+		if (atomic_load(&l->flush_done[p & mask]) != p + 1)
+			return false;
+	return true;
+}
+
 /* ---------------- eviction (note 8) ---------------- */
 
 /* The ReadOnly an eviction up to need requires: need, or the end of the last page of a spanning

@@ -34,6 +34,11 @@ void alloc_truncate_release(hlog_session *s, uint64_t head);
 /* A checkpoint's cut (ckpt.c note 1): the tail moved to a multiple of align, ReadOnly raised to it,
  * cut_word set to gen << 48 | cut; returns it, with Begin at that instant in *begin_out. */
 uint64_t alloc_cut(hlog_session *s, uint32_t align, uint64_t gen, uint64_t *begin_out /* out */);
+/* Whether every page below addr's page is on the device: FlushedUntil has passed it, or, where a
+ * spanning record ending on addr's page holds FlushedUntil back (it steps over a span whole, note
+ * 5), each page from FlushedUntil's to addr's was written by itself. A checkpoint whose cut lies on
+ * such a page waits for this, not for FlushedUntil: that page is written only once it fills. */
+bool alloc_written_below(hlog *l, uint64_t addr);
 /* Whether SafeReadOnly has passed cut (lets the epoch action run; call in a loop). */
 bool alloc_cut_safe(hlog_session *s, uint64_t cut);
 /* Recovery's markers: the log [begin, cut), with [head, cut) in memory (alloc.c). */

@@ -445,7 +445,6 @@ void ckpt_epoch_barrier(hlog_session *s)
 static int ckpt_wait_flushed(ckpt_run *r, uint64_t cut)
 {
 	hlog *l = r->l;
-	uint64_t target = cut & ~(l->page_bytes - 1);
 	if (!l->dev)
 		return 0;
 	for (;;) {
@@ -454,13 +453,15 @@ static int ckpt_wait_flushed(ckpt_run *r, uint64_t cut)
 			ckpt_why(r->why, r->whylen, "a page write of the log failed: %s", spw_strerror(err));
 			return err;
 		}
-		/* Done once the target is reached and none of the page writes this session claimed is
-		 * left: nobody would reap them once it stops polling. */
-		if (load_acq(&l->flushed_until) >= target && hlog_session_inflight(r->s) == 0 &&
-		    !hlog_session_unsubmitted(r->s))
+		/* Done once every page below the cut's is written and none of the page writes this
+		 * session claimed is left: nobody would reap them once it stops polling. Not
+		 * FlushedUntil >= target: a record spanning into the cut's page holds it back until
+		 * that page fills, which at shutdown is never (alloc_written_below). */
+		bool written = alloc_written_below(l, cut);
+		if (written && hlog_session_inflight(r->s) == 0 && !hlog_session_unsubmitted(r->s))
 			return 0;
 		hlog_session_poll(r->s);
-		if (hlog_session_inflight(r->s) == 0 || load_acq(&l->flushed_until) < target)
+		if (hlog_session_inflight(r->s) == 0 || !written)
 			usleep(200);
 	}
 }

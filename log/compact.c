@@ -351,7 +351,8 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 		p->key = nk;
 		p->kcap = klen;
 	}
-	memcpy(p->key, key, klen);
+	if (klen)   /* the empty key: p->key may still be NULL */
+		memcpy(p->key, key, klen);
 	p->klen = klen;
 	p->used = true;
 	c->nparked++;

@@ -413,7 +413,8 @@ static void pend_fetch_step(hlog_session *s, pend_fetch *f)
 	bool scan = f->op == NULL;
 	uint64_t key_end = off + (uint64_t)(rec_key(r, info) - (const uint8_t *)r) + r->key_len;
 	bool key_in = f->valid >= key_end;
-	bool same = key_in && r->key_len == f->klen && memcmp(rec_key(r, info), f->key, f->klen) == 0;
+	bool same = key_in && r->key_len == f->klen &&
+	            (f->klen == 0 || memcmp(rec_key(r, info), f->key, f->klen) == 0);   /* "" has no key pointer */
 	if (scan || same || !key_in) {
 		if (f->valid < off + size) {
 			if (f->second || f->want >= off + size || s->t.closing) {
@@ -507,7 +508,8 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 		f->key = key;
 		f->kcap = cap;
 	}
-	memcpy(f->key, k->ptr, k->len);
+	if (k->len)   /* the empty key: f->key may still be NULL */
+		memcpy(f->key, k->ptr, k->len);
 	f->klen = (uint32_t)k->len;
 	f->hash = k->hash;
 	f->start = addr;

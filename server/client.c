@@ -17,9 +17,11 @@
  *     512 MB value is read once into its final place. Unparsed bytes are moved to the front only
  *     when the room left behind them is short; an emptied buffer resets to offset 0 for free.
  *     Buffers grown past RBUF_SHRINK_ABOVE go back to the default size once empty. A client gets
- *     its buffer at its first read, not at connect, and with --maxmemory one idle for
- *     RBUF_IDLE_MS gives its empty buffer back (worker_cron), so that many idle connections cost
- *     little more than their client structs (as Redis frees the query buffers of idle clients).
+ *     its buffer at its first read, not at connect, and one idle for RBUF_IDLE_MS that wastes
+ *     more than RBUF_IDLE_WASTE keeps only its unparsed bytes, none for an empty buffer
+ *     (worker_cron, client_rbuf_idle_shrink: Redis's clientsCronResizeQueryBuffer), so that many
+ *     idle connections cost little more than their client structs. CLIENT LIST then shows
+ *     qbuf-free=0 as Redis does.
  *  3. Reply chunks come from a per-worker pool of 16 KiB chunks; larger chunks (one big bulk) are
  *     malloc'd to size and freed after sending. The steady state allocates nothing. The pool keeps
  *     at most CHUNK_POOL_MAX idle chunks, fewer under --maxmemory (client_chunk_pool_limit).
@@ -50,6 +52,7 @@
 #define RBUF_DEFAULT        (16 * 1024)
 #define RBUF_MIN_ROOM       1024          /* read only when at least this much room is free */
 #define RBUF_SHRINK_ABOVE   (256 * 1024)
+#define RBUF_IDLE_WASTE     (4 * 1024)    /* Redis's "wasting at least a few kbytes" */
 #define READS_PER_PASS      4
 #define WRITE_IOV           256
 #define WRITEVS_PER_FLUSH   4
@@ -249,6 +252,8 @@ void client_free(worker *w, client *c)
 	chunk_release_list(w, c->out.head);
 	c->out.head = c->out.tail = NULL;
 	w->buf_bytes -= (int64_t)c->rcap;
+	if (c->rcap)
+		w->rbuf_clients--;
 	free(c->rbuf);
 	resp_parser_fini(&c->parser);
 	if (w->tier)
@@ -300,6 +305,8 @@ static bool rbuf_make_room(worker *w, client *c)
 	if (pending)
 		memcpy(nb, c->rbuf + c->rpos, pending);
 	free(c->rbuf);
+	if (!c->rcap)
+		w->rbuf_clients++;
 	w->buf_bytes += (int64_t)cap - (int64_t)c->rcap;
 	c->rbuf = nb;
 	c->rcap = cap;
@@ -308,16 +315,29 @@ static bool rbuf_make_room(worker *w, client *c)
 	return true;
 }
 
-/* An idle client's empty read buffer goes (worker_cron, with --maxmemory): the next read
- * allocates the default again (note 2). */
-void client_rbuf_release(worker *w, client *c)
+/* Note 2: the idle shrink. The look-ahead's ops hold slices of the bytes after rpos and a parked
+ * or waiting request's argv points into the buffer, so those clients keep theirs. */
+void client_rbuf_idle_shrink(worker *w, client *c)
 {
-	if (!c->rcap || c->rlen || resp_parser_hint(&c->parser))
+	size_t pending = c->rlen - c->rpos;
+	if (!c->rcap || c->rcap - pending <= RBUF_IDLE_WASTE || w->now_ms - c->last_ms <= RBUF_IDLE_MS ||
+	    (c->flags & (CLIENT_PARKED | CLIENT_SAVE_WAIT)) || c->io_wait || c->op_held || c->sg_count ||
+	    c->sg_scan)
 		return;
+	char *nb = NULL;
+	if (pending) {   /* a request in progress keeps its bytes; the next read grows it again */
+		nb = malloc(pending);
+		if (!nb)
+			return;
+		memcpy(nb, c->rbuf + c->rpos, pending);
+	}
 	free(c->rbuf);
-	w->buf_bytes -= (int64_t)c->rcap;
-	c->rbuf = NULL;
-	c->rcap = c->rpos = 0;
+	w->buf_bytes -= (int64_t)c->rcap - (int64_t)pending;
+	if (!pending)
+		w->rbuf_clients--;
+	c->rbuf = nb;
+	c->rcap = c->rlen = pending;
+	c->rpos = 0;
 }
 
 static void rbuf_shrink(worker *w, client *c)
@@ -378,7 +398,12 @@ void client_process_input(worker *w, client *c)
 			const char *msg = resp_parser_error(&c->parser);
 			spw_log(SPW_LOG_VERBOSE, 0, "%s from client: id=%llu addr=%s", msg,
 			        (unsigned long long)c->id, c->addr);
-			reply_errorf(c, "ERR %s", msg);
+			resp_chunk *mark = c->out.tail;
+			uint32_t mark_len = mark ? mark->len : 0;
+			size_t mark_bytes = c->out.bytes;
+			reply_errorf(c, "ERR %s", msg);   /* counted even when muted, as Redis */
+			if (c->flags & (CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP))   /* cmd_client.c note 3 */
+				client_reply_rollback(c, mark, mark_len, mark_bytes);
 			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 		} else if (rc == RESP_EQUERYBUF) {
 			spw_log(SPW_LOG_WARNING, 0, "Closing client that reached max query buffer length: "

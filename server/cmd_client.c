@@ -8,6 +8,15 @@
  *  2. CLIENT LIST and CLIENT KILL reach the clients of other workers only through the worker
  *     layer's cross-worker requests (server_clients_visit, server_kill_clients: worker.c note 3);
  *     nothing here touches another worker's client directly.
+ *  3. CLIENT REPLY, as Redis's flags: OFF mutes every reply until CLIENT REPLY ON (whose +OK goes
+ *     out: ON clears the mode before it replies); SKIP sets SKIP_NEXT, which becomes SKIP when
+ *     that command ends, so the next command's reply is muted, and SKIP lasts one command; SKIP
+ *     under OFF does nothing. A command is muted whole: command_dispatch marks the reply before
+ *     it runs and client_reply_mode_end drops what it wrote once it has completed or been
+ *     rejected (the mark that rolls back a parked attempt, commands.c note 6), so a parked
+ *     attempt does not spend the SKIP and its re-run is the one muted. A SAVE or COMPACT muted
+ *     when sent is answered later, muted too (CLIENT_REPLY_MUTE_WAIT). Muted errors still count
+ *     (total_error_replies, errorstats), as Redis counts them in afterErrorReply.
  */
 #include "server/server_int.h"
 
@@ -16,6 +25,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* ---------------- CLIENT REPLY (note 3) ---------------- */
+
+void client_reply_mode_end(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes)
+{
+	if (c->flags & (CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP)) {
+		client_reply_rollback(c, tail, tail_len, bytes);
+		if (c->flags & CLIENT_SAVE_WAIT)
+			c->flags |= CLIENT_REPLY_MUTE_WAIT;   /* its answer comes later (worker.c note 8) */
+	}
+	c->flags &= ~CLIENT_REPLY_SKIP;
+	if (c->flags & CLIENT_REPLY_SKIP_NEXT)
+		c->flags = (c->flags & ~CLIENT_REPLY_SKIP_NEXT) | CLIENT_REPLY_SKIP;
+}
 
 /* ---------------- client names ---------------- */
 
@@ -264,13 +287,18 @@ void cmd_client(client *c)
 		client_kill(c);
 	} else if (arg_eq(sub, "no-evict") || arg_eq(sub, "no-touch")) {
 		client_on_off(c);
-	} else if (arg_eq(sub, "reply")) {
-		if (arg_eq(&c->argv[2], "on"))
+	} else if (arg_eq(sub, "reply")) {   /* note 3 */
+		if (arg_eq(&c->argv[2], "on")) {
+			c->flags &= ~CLIENT_REPLY_MODES;
 			reply_ok(c);
-		else if (arg_eq(&c->argv[2], "off") || arg_eq(&c->argv[2], "skip"))
-			reply_error(c, "ERR CLIENT REPLY OFF|SKIP is not supported by this server");
-		else
+		} else if (arg_eq(&c->argv[2], "off")) {
+			c->flags |= CLIENT_REPLY_OFF;
+		} else if (arg_eq(&c->argv[2], "skip")) {
+			if (!(c->flags & CLIENT_REPLY_OFF))
+				c->flags |= CLIENT_REPLY_SKIP_NEXT;
+		} else {
 			reply_err_syntax(c);
+		}
 	} else if (arg_eq(sub, "setinfo")) {
 		const resp_slice *attr = &c->argv[2], *val = &c->argv[3];
 		if (!arg_eq(attr, "lib-name") && !arg_eq(attr, "lib-ver")) {

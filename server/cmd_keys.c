@@ -629,7 +629,8 @@ void cmd_scan(client *c)
 
 static __thread uint64_t t_rng;
 
-/* xorshift64*: RANDOMKEY only needs a cheap, thread-local spread. */
+/* xorshift64*: RANDOMKEY and the random collection commands only need a cheap, thread-local
+ * spread. */
 uint64_t rng_next(void)
 {
 	if (SPW_UNLIKELY(t_rng == 0))

@@ -224,8 +224,8 @@ void cmd_config(client *c)
 			p += n + 1;
 		}
 	} else if (arg_eq(sub, "set")) {
-		if (c->argc % 2 != 0) {
-			reply_err_arity(c);
+		if (c->argc % 2 != 0) {   /* Redis 7.0: the arity (-4) is checked, an odd count is syntax */
+			reply_err_syntax(c);
 			return;
 		}
 		if (config_set_pairs(&c->argv[2], (c->argc - 2) / 2, err, sizeof(err)) < 0) {

@@ -329,6 +329,11 @@ void cmd_srandmember(client *c)
 
 /* ---------------- SPOP ---------------- */
 
+/* Redis's SPOP_MOVE_STRATEGY_MUL: when the members kept are at most a fifth of those taken,
+ * Redis builds the kept ones into a new set, whose encoding starts afresh (an intset again when
+ * they are all integers); we rebuild then too, so OBJECT ENCODING agrees. */
+#define SPOP_MOVE_STRATEGY_MUL 5
+
 static int spop_fn(coll_edit *e, const coll_view *cur)
 {
 	struct set_op *o = e->arg;
@@ -357,6 +362,8 @@ static int spop_fn(coll_edit *e, const coll_view *cur)
 		return rc;
 	rc = cset_take(&o->b, o->enc, sel, &o->taken);
 	free(sel);
+	if (rc == 0 && (uint64_t)(n - k) * SPOP_MOVE_STRATEGY_MUL <= k)
+		rc = cset_rebuild(&o->b, &o->enc, SET_MAX_INTSET_ENTRIES);
 	if (rc < 0)
 		return rc;
 	o->n = (long long)k;

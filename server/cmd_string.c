@@ -574,13 +574,15 @@ void cmd_getex(client *c)
 		return;
 	}
 	if (expire && expire_arg_parse(c, expire, g.flags, &g.when, &not_int) < 0) {
-		/* Redis looks the key up before it validates the time: nil for a missing key. */
+		/* Redis looks the key up and checks its type before it validates the time: nil for a
+		 * missing key, WRONGTYPE for a collection. */
 		hlog_key k;
 		key_from_arg(&k, &c->argv[1]);
-		int rc = hlog_read(c->w->sess, &k, read_noop, NULL);
+		int rc = str_read(c, &k, read_noop, NULL);
+		if (rc == HLOG_OK || rc == HLOG_NOTFOUND || rc == SPW_E_WRONGTYPE)
+			count_lookup(c, rc != HLOG_NOTFOUND);
 		if (reply_store_failed(c, rc))
 			return;
-		count_lookup(c, rc == HLOG_OK);
 		if (rc == HLOG_NOTFOUND)
 			reply_null(c);
 		else if (not_int)
@@ -741,57 +743,11 @@ void cmd_decrby(client *c)
 	incr_generic(c, -incr);
 }
 
-/* Redis's MAX_LONG_DOUBLE_CHARS: the longest input string2ld takes and the room ld2string uses. */
-#define LD_MAX_CHARS (5 * 1024)
-
-/* Redis's string2ld: strtold over exactly len bytes; no leading space, no NaN, no overflow. */
-static bool parse_long_double(const void *s, size_t len, long double *out)
-{
-	char buf[LD_MAX_CHARS];
-	char *end;
-	long double v;
-
-	if (len == 0 || len >= sizeof(buf))
-		return false;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	errno = 0;
-	v = strtold(buf, &end);
-	if (isspace((unsigned char)buf[0]) || *end != '\0' || (size_t)(end - buf) != len ||
-	    (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
-	    errno == EINVAL || isnan(v))
-		return false;
-	*out = v;
-	return true;
-}
-
-/* Redis's ld2string(LD_STR_HUMAN): "%.17Lf", trailing zeros and a bare '.' trimmed, "-0" -> "0".
- * Callers never pass inf or NaN. Returns the length. */
-static size_t format_long_double(char *buf, size_t cap, long double v)
-{
-	int n = snprintf(buf, cap, "%.17Lf", v);
-	size_t l;
-
-	if (n < 0 || (size_t)n + 1 > cap)
-		return 0;
-	l = (size_t)n;
-	if (memchr(buf, '.', l)) {
-		while (buf[l - 1] == '0')
-			l--;
-		if (buf[l - 1] == '.')
-			l--;
-	}
-	if (l == 2 && buf[0] == '-' && buf[1] == '0') {
-		buf[0] = '0';
-		l = 1;
-	}
-	return l;
-}
-
 struct incrf_ctx {
 	long double incr;
+	bool bad_incr;             /* the increment is not a float: replied after the type check */
 	size_t len;                /* output of plan */
-	char buf[LD_MAX_CHARS];
+	char buf[SPW_LD_MAX_CHARS];
 };
 
 static int incrf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
@@ -801,12 +757,12 @@ static int incrf_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 
 	if (old_not_string(old))
 		return SPW_E_WRONGTYPE;
-	if (old && !parse_long_double(old->ptr, old->len, &v))
+	if (x->bad_incr || (old && !spw_parse_ld(old->ptr, old->len, &v)))
 		return SPW_E_NOT_FLOAT;
 	v += x->incr;
 	if (isnan(v) || isinf(v))
 		return SPW_E_NAN;
-	x->len = format_long_double(x->buf, sizeof(x->buf), v);
+	x->len = spw_fmt_ld(x->buf, sizeof(x->buf), v);
 	if (x->len == 0)
 		return SPW_E_NOT_FLOAT;
 	out->action = HLOG_RMW_WRITE;
@@ -825,17 +781,15 @@ static void incrf_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_p
 
 static const hlog_rmw_ops incrf_ops = { incrf_plan, incrf_fill };
 
-/* Redis checks the stored value before the increment; both fail with the same text, so parsing
- * the increment first (once, outside plan) replies the same. */
+/* Redis checks the key's type, then the stored value, then the increment: the last two fail with
+ * the same text, so the increment is parsed once, outside plan, and a bad one is answered by plan
+ * after its type check (a hash with a bad increment is WRONGTYPE). */
 void cmd_incrbyfloat(client *c)
 {
 	struct incrf_ctx x;
 	hlog_key k;
 
-	if (!parse_long_double(c->argv[2].ptr, c->argv[2].len, &x.incr)) {
-		reply_error(c, "ERR value is not a valid float");
-		return;
-	}
+	x.bad_incr = !spw_parse_ld(c->argv[2].ptr, c->argv[2].len, &x.incr);
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_rmw(c->w->sess, &k, &incrf_ops, &x);
 	if (!reply_store_failed(c, rc))

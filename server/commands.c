@@ -29,7 +29,9 @@
  *     counters restored, since the same request runs again once the device reads are done
  *     (park.c note 1). The attempt's time is charged to the command, its call is not counted.
  *     The marks cost five loads per command; handlers then need only guarantee that they did not
- *     change the store before parking.
+ *     change the store before parking. The same mark mutes a command's reply under CLIENT REPLY
+ *     OFF|SKIP once it has really completed, or was rejected (cmd_client.c note 3): a parked
+ *     attempt leaves SKIP for its re-run.
  *  7. While the store loads at start (g_srv.loading, persist.c note 1), a command without Redis's
  *     CMD_LOADING flag is rejected with Redis's exact "-LOADING Redis is loading the dataset in
  *     memory" (a rejected call), after the arity check as in processCommand.
@@ -148,7 +150,52 @@ static spw_command client_subcommands[] = {
 	  .summary = "Set the current connection name" },
 };
 
+/* OBJECT and MEMORY (cmd_object.c): rows from tools/gen-command-rows.py. */
+static spw_command object_subcommands[] = {
+	{ .name = "object|encoding", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Inspect the internal encoding of a Redis object",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|freq", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "4.0.0", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the logarithmic access frequency counter of a Redis object",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|help", .fn = cmd_object, .arity = 2, .flags = CMD_LOADING | CMD_STALE,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@keyspace @slow",
+	  .since = "6.2.0", .group = "generic", .complexity = "O(1)",
+	  .summary = "Show helpful text about the different subcommands" },
+	{ .name = "object|idletime", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the time since a Redis object was last accessed",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+	{ .name = "object|refcount", .fn = cmd_object, .arity = 3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@keyspace @read @slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "O(1)",
+	  .summary = "Get the number of references to the value of the key",
+	  .tips = "nondeterministic_output",
+	  .key_specs = "RO:2:0:1" },
+};
+
+static spw_command memory_subcommands[] = {
+	{ .name = "memory|help", .fn = cmd_memory, .arity = 2, .flags = CMD_LOADING | CMD_STALE,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "4.0.0", .group = "server", .complexity = "O(1)",
+	  .summary = "Show helpful text about the different subcommands" },
+	{ .name = "memory|usage", .fn = cmd_memory, .arity = -3, .flags = CMD_READONLY,
+	  .first_key = 2, .last_key = 2, .step = 1, .acl_categories = "@read @slow",
+	  .since = "4.0.0", .group = "server", .complexity = "O(N) where N is the number of samples.",
+	  .summary = "Estimate the memory usage of a key",
+	  .key_specs = "RO:2:0:1" },
+};
+
 static spw_command cmd_table[] = {
+#include "server/cmdtab_dump.inc"   /* DUMP, RESTORE (cmd_dump.c) */
 	{ .name = "get", .fn = cmd_get, .arity = 2, .flags = CMD_READONLY | CMD_FAST | CMD_LOOKAHEAD,
 	  .first_key = 1, .last_key = 1, .step = 1, .acl_categories = "@read @string @fast",
 	  .since = "1.0.0", .group = "string", .complexity = "O(1)",
@@ -441,6 +488,20 @@ static spw_command cmd_table[] = {
 	  .since = "1.0.0", .group = "server", .complexity = "O(1)",
 	  .summary = "Get the UNIX time stamp of the last successful save to disk",
 	  .tips = "nondeterministic_output" },
+	{ .name = "object", .fn = cmd_object, .arity = -2, .flags = 0,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "2.2.3", .group = "generic", .complexity = "Depends on subcommand.",
+	  .summary = "A container for object introspection commands",
+	  .subcommands = object_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(object_subcommands) },
+	{ .name = "memory", .fn = cmd_memory, .arity = -2, .flags = 0,
+	  .first_key = 0, .last_key = 0, .step = 0, .acl_categories = "@slow",
+	  .since = "4.0.0", .group = "server", .complexity = "Depends on subcommand.",
+	  .summary = "A container for memory diagnostics commands",
+	  .subcommands = memory_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(memory_subcommands) },
+#include "server/cmdtab_hll.inc"
+#include "server/cmdtab_bits.inc"
+#include "server/cmdtab_hash.inc"
+#include "server/cmdtab_list.inc"
 #include "server/cmdtab_set.inc"
 };
 
@@ -695,6 +756,9 @@ void command_dispatch(client *c)
 	worker *w = c->w;
 	worker_stats *st = &w->stats;
 	const spw_command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
+	resp_chunk *mark = c->out.tail;
+	uint32_t mark_len = mark ? mark->len : 0;
+	size_t mark_bytes = c->out.bytes;
 
 	if (SPW_UNLIKELY(!cmd)) {
 		c->cmd = NULL;
@@ -734,9 +798,6 @@ void command_dispatch(client *c)
 	}
 
 	uint64_t errors = st->errors, hits = st->keyspace_hits, misses = st->keyspace_misses;
-	resp_chunk *mark = c->out.tail;
-	uint32_t mark_len = mark ? mark->len : 0;
-	size_t mark_bytes = c->out.bytes;
 	c->last_cmd = cmd;   /* before the call, so CLIENT LIST shows cmd=client|list as Redis */
 	cmd->fn(c);
 	uint64_t now = server_ticks();
@@ -759,10 +820,14 @@ void command_dispatch(client *c)
 	w->cmd_clock = now;
 	if (SPW_UNLIKELY(st->errors != errors))
 		st->cmd_failed[idx]++;
+	if (SPW_UNLIKELY(c->flags & CLIENT_REPLY_MODES))
+		client_reply_mode_end(c, mark, mark_len, mark_bytes);
 	return;
 
 rejected:
 	w->cmd_clock = server_ticks();
 	if (cmd)
 		c->last_cmd = cmd;
+	if (SPW_UNLIKELY(c->flags & CLIENT_REPLY_MODES))
+		client_reply_mode_end(c, mark, mark_len, mark_bytes);
 }

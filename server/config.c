@@ -19,7 +19,12 @@
  *     for Garnet's command lines), enums by name without case. A bad value at start-up stops the
  *     server with a message naming the flag; CONFIG SET answers Redis 7's error texts.
  *  5. CONFIG SET is all or nothing, as Redis 7: names are checked first (unknown, immutable,
- *     duplicate), then every value is parsed into a staging copy, and only then applied.
+ *     duplicate: the first wrong one is the error), then every value is parsed into a staging
+ *     copy, then all are published and each distinct apply hook runs once; a hook that fails
+ *     (the AOF cannot be turned on) puts every value of the call back and runs the hooks again.
+ *     A value error quotes the row's name (or its alias, as typed), as Redis quotes its config's
+ *     name; the name errors quote the argument. CONFIG GET answers each option once, under the
+ *     name as typed for a plain name, and every matching name and alias for a glob.
  *  6. Runtime writes: CONFIG SET runs on some worker while the others read g_cfg without locks.
  *     Mutable fields are aligned ints/uint64s written with relaxed atomic stores (no tearing), and
  *     g_cfg_version is bumped so workers refresh what they copied per client (parser limits).
@@ -77,10 +82,17 @@ static const int *enum_values(const char *const *names)
 bool config_reading_startup, config_startup_save_seen;
 static pthread_mutex_t save_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void apply_loglevel(void) { spw_log_level = g_cfg.loglevel; }
-static void apply_device_fault(void) { server_device_fault_apply(); }
-static void apply_persist(void) { persist_config_changed(); }
-static void apply_memcap(void) { memcap_config_changed(); }
+static int apply_loglevel(const char **why) { (void)why; spw_log_level = g_cfg.loglevel; return 0; }
+static int apply_device_fault(const char **why) { (void)why; server_device_fault_apply(); return 0; }
+static int apply_memcap(const char **why) { (void)why; memcap_config_changed(); return 0; }
+
+static int apply_persist(const char **why)
+{
+	if (persist_config_changed() == 0)
+		return 0;
+	*why = "Unable to turn on AOF. Check server logs.";   /* Redis's updateAppendonly */
+	return -1;
+}
 
 #define FIELD(f) offsetof(spw_config, f), sizeof(((spw_config *)0)->f)
 #define NOFIELD 0, 0
@@ -118,6 +130,10 @@ const spw_option config_options[] = {
 	  "working directory (reported as an absolute path)" },
 	{ "config", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(config_file), NULL, NULL,
 	  "read config_options from FILE (\"name value\" per line) before the command line" },
+	{ "import-rdb", NULL, OPT_STRING, OPT_CLI_ONLY, 0, 0, "", FIELD(import_rdb), NULL, NULL,
+	  "load every key of a redis-server dump.rdb FILE after recovery, before serving (import.c)" },
+	{ "check-only", NULL, OPT_BOOL, OPT_CLI_ONLY, 0, 0, "no", FIELD(import_check_only), NULL, NULL,
+	  "with --import-rdb: read and check the file, print its summary and exit, storing nothing" },
 	{ "databases", NULL, OPT_INT, 0, 1, 1, "1", FIELD(databases), NULL, NULL,
 	  "number of databases (only db 0 exists)" },
 	/* The store. */
@@ -215,6 +231,34 @@ const spw_option config_options[] = {
 	  "Redis's \"<class> <hard> <soft> <soft seconds>\" (class normal, replica or pubsub): a client "
 	  "whose unsent replies pass hard bytes, or stay past soft bytes for soft seconds, is closed "
 	  "(0 = no limit)" },
+	/* Collection encodings (Redis 7.0's names, aliases, defaults and bounds), read by the data
+	 * types when a collection grows; a change applies to collections written after it. */
+	{ "hash-max-listpack-entries", "hash-max-ziplist-entries", OPT_SIZE, OPT_MUTABLE | OPT_INTEGER,
+	  0, LLONG_MAX, "512", FIELD(hash_max_listpack_entries), NULL, NULL,
+	  "a hash with more fields than this leaves the compact listpack encoding for a hash table "
+	  "(512: redis-server 7.0's built-in default; its sample redis.conf writes 128)" },
+	{ "hash-max-listpack-value", "hash-max-ziplist-value", OPT_SIZE, OPT_MUTABLE | OPT_REDIS_UNITS,
+	  0, LLONG_MAX, "64", FIELD(hash_max_listpack_value), NULL, NULL,
+	  "a hash with a field or value longer than this many bytes leaves the listpack encoding" },
+	{ "set-max-intset-entries", NULL, OPT_SIZE, OPT_MUTABLE | OPT_INTEGER, 0, LLONG_MAX, "512",
+	  FIELD(set_max_intset_entries), NULL, NULL,
+	  "a set of integers with more members than this leaves the intset encoding for a hash table" },
+	{ "zset-max-listpack-entries", "zset-max-ziplist-entries", OPT_SIZE, OPT_MUTABLE | OPT_INTEGER,
+	  0, LLONG_MAX, "128", FIELD(zset_max_listpack_entries), NULL, NULL,
+	  "a sorted set with more members than this leaves the listpack encoding for a skiplist" },
+	{ "zset-max-listpack-value", "zset-max-ziplist-value", OPT_SIZE, OPT_MUTABLE | OPT_REDIS_UNITS,
+	  0, LLONG_MAX, "64", FIELD(zset_max_listpack_value), NULL, NULL,
+	  "a sorted set with a member longer than this many bytes leaves the listpack encoding" },
+	{ "list-max-listpack-size", "list-max-ziplist-size", OPT_INT, OPT_MUTABLE, INT_MIN, INT_MAX, "-2",
+	  FIELD(list_max_listpack_size), NULL, NULL,
+	  "a list node's limit: > 0 entries, or -1..-5 bytes (4, 8, 16, 32 or 64 KiB; lower counts as -5)" },
+	{ "list-compress-depth", NULL, OPT_INT, OPT_MUTABLE, 0, INT_MAX, "0", FIELD(list_compress_depth),
+	  NULL, NULL, "list nodes left uncompressed at each end of a list; inner ones are LZF-compressed "
+	  "(0 = none compressed)" },
+	/* Data types. */
+	{ "hll-sparse-max-bytes", NULL, OPT_SIZE, OPT_MUTABLE, 0, LONG_MAX, "3000",
+	  FIELD(hll_sparse_max_bytes), NULL, NULL,
+	  "largest sparse HyperLogLog: one that would grow past it turns dense (12304 bytes)" },
 };
 
 const int config_noptions = (int)SPW_ARRAY_LEN(config_options);
@@ -309,6 +353,32 @@ void config_save_rules(save_rules *out)
 	pthread_mutex_unlock(&save_lock);
 }
 
+/* Redis's memtoull (util.c): digits, then nothing, b, k, kb, m, mb, g or gb (k = 1000, kb = 1024).
+ * The Redis-named rows that take memory values read them so, where the Garnet-style sizes read
+ * every suffix as a power of 1024 (spw_parse_size). 0 or -EINVAL. */
+static int redis_memtoull(const char *s, uint64_t *out)
+{
+	static const struct { const char *unit; uint64_t mul; } units[] = {
+		{ "", 1 }, { "b", 1 }, { "k", 1000 }, { "kb", 1024 }, { "m", 1000 * 1000 },
+		{ "mb", 1024 * 1024 }, { "g", 1000ULL * 1000 * 1000 }, { "gb", 1024ULL * 1024 * 1024 },
+	};
+	const char *u = s;
+	while (isdigit((unsigned char)*u))
+		u++;
+	for (size_t i = 0; i < SPW_ARRAY_LEN(units); i++) {
+		if (strcasecmp(u, units[i].unit) != 0)
+			continue;
+		unsigned long long x = 0;
+		/* strtoull without its sign and blanks: an overflow saturates (Redis ignores ERANGE),
+		 * which then fails the option's bounds. */
+		for (const char *p = s; p < u; p++)
+			x = x > (ULLONG_MAX - (unsigned)(*p - '0')) / 10 ? ULLONG_MAX : x * 10 + (unsigned)(*p - '0');
+		*out = x * units[i].mul;   /* wraps as 7.0's does: a huge value then fails the bounds */
+		return 0;
+	}
+	return -EINVAL;
+}
+
 /*
  * Parse v (n bytes, not NUL-terminated) for option o and store it into cfg (a staging copy or
  * g_cfg). On error, err gets Redis's reason text ("argument must be ...") and -EINVAL is returned.
@@ -342,15 +412,23 @@ int config_option_parse(const spw_option *o, const char *v, size_t n, spw_config
 	}
 	case OPT_SIZE: {
 		uint64_t x;
-		if (n == 0 || n >= sizeof(buf)) {
+		long long ll;
+		if (o->flags & OPT_INTEGER) {   /* Redis's string2ll, then the bounds */
+			if (!spw_parse_ll(v, n, &ll)) {
+				snprintf(err, errlen, "argument couldn't be parsed into an integer");
+				return -EINVAL;
+			}
+			x = (uint64_t)ll;   /* a negative one fails the bounds below, as in Redis */
+		} else if (n >= sizeof(buf) || (n == 0 && !(o->flags & OPT_REDIS_UNITS))) {
 			snprintf(err, errlen, "argument must be a memory value");
 			return -EINVAL;
-		}
-		memcpy(buf, v, n);
-		buf[n] = '\0';
-		if (spw_parse_size(buf, &x) < 0) {
-			snprintf(err, errlen, "argument must be a memory value");
-			return -EINVAL;
+		} else {
+			memcpy(buf, v, n);
+			buf[n] = '\0';
+			if (((o->flags & OPT_REDIS_UNITS) ? redis_memtoull(buf, &x) : spw_parse_size(buf, &x)) < 0) {
+				snprintf(err, errlen, "argument must be a memory value");
+				return -EINVAL;
+			}
 		}
 		if (x > (uint64_t)LLONG_MAX || (long long)x < o->min || (long long)x > o->max) {
 			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
@@ -506,7 +584,7 @@ void config_defaults(void)
 		if (config_option_parse(o, o->def, strlen(o->def), &g_cfg, err, sizeof(err)) < 0)
 			abort();   /* a bad default is a bug in the table */
 	}
-	apply_loglevel();
+	spw_log_level = g_cfg.loglevel;
 }
 
 /* ---------------- CONFIG GET / SET / REWRITE ---------------- */
@@ -544,67 +622,108 @@ void config_get_matching(const char *pat, size_t plen, config_visit_fn fn, void 
 	}
 }
 
+/* The name CONFIG SET's value errors quote: the row's name or its alias, whichever was typed,
+ * written as the table writes it (Redis quotes its config's own name there, not the argument). */
+static const char *set_name(const spw_option *o, const resp_slice *typed)
+{
+	return o->alias && config_name_eq(typed->ptr, typed->len, o->alias) ? o->alias : o->name;
+}
+
+/* Names first, as Redis: unknown, immutable or protected, duplicate; the first one wrong is the
+ * error. A row and its alias are two parameters there (Redis 7.0 keeps an alias as a config of
+ * its own), so only the same name twice is a duplicate. */
+static int set_check_names(const resp_slice *pairs, int npairs, const spw_option **found, char *err,
+                           size_t errlen)
+{
+	for (int i = 0; i < npairs; i++) {
+		const resp_slice *n = &pairs[2 * i];
+		const spw_option *o = config_option_find(n->ptr, n->len);
+		const char *why = NULL;
+		if (!o || (o->flags & OPT_CLI_ONLY)) {
+			snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
+			         (int)SPW_MIN(n->len, 128), n->ptr);
+			return -EINVAL;
+		}
+		if (o->flags & OPT_PROTECTED)
+			why = "can't set protected config";
+		else if (!(o->flags & OPT_MUTABLE) && o->type != OPT_CONST)
+			why = "can't set immutable config";
+		for (int j = 0; j < i && !why; j++)
+			if (pairs[2 * j].len == n->len && !strncasecmp(pairs[2 * j].ptr, n->ptr, n->len))
+				why = "duplicate parameter";
+		if (why) {
+			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
+			         (int)SPW_MIN(n->len, 128), n->ptr, why);
+			return -EINVAL;
+		}
+		found[i] = o;
+	}
+	return 0;
+}
+
+/* Run each distinct apply hook of the call once, in the order the options came (Redis's
+ * apply_fns). The index of the pair whose hook failed, with its reason in *why, or -1. */
+static int set_apply(const spw_option *const *found, int npairs, const char **why)
+{
+	for (int i = 0; i < npairs; i++) {
+		bool ran = false;
+		for (int j = 0; j < i && !ran; j++)
+			ran = found[j]->apply == found[i]->apply;
+		if (found[i]->apply && !ran && found[i]->apply(why) < 0)
+			return i;
+	}
+	return -1;
+}
+
 int config_set_pairs(const resp_slice *pairs, int npairs, char *err, size_t errlen)
 {
 	const spw_option *found[64];
 	char why[256];
 	static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
-	spw_config staged;
+	static spw_config staged, old;   /* under set_lock: too big for a worker's stack twice */
+	int rc = -EINVAL;
 
 	if (npairs > (int)SPW_ARRAY_LEN(found)) {
 		snprintf(err, errlen, "ERR CONFIG SET: too many parameters in one call (at most %d)",
 		         (int)SPW_ARRAY_LEN(found));
 		return -EINVAL;
 	}
-	/* Names first, as Redis: unknown, immutable, duplicate. */
-	for (int i = 0; i < npairs; i++) {
-		const resp_slice *n = &pairs[2 * i];
-		const spw_option *o = config_option_find(n->ptr, n->len);
-		if (!o || (o->flags & OPT_CLI_ONLY)) {
-			snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'",
-			         (int)SPW_MIN(n->len, 128), n->ptr);
-			return -EINVAL;
-		}
-		if (o->flags & OPT_PROTECTED) {
-			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
-			         "can't set protected config", (int)SPW_MIN(n->len, 128), n->ptr);
-			return -EINVAL;
-		}
-		if (!(o->flags & OPT_MUTABLE) && o->type != OPT_CONST) {
-			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
-			         "can't set immutable config", (int)SPW_MIN(n->len, 128), n->ptr);
-			return -EINVAL;
-		}
-		for (int j = 0; j < i; j++) {
-			if (pairs[2 * j].len == n->len && !strncasecmp(pairs[2 * j].ptr, n->ptr, n->len)) {
-				snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - "
-				         "duplicate parameter", (int)SPW_MIN(n->len, 128), n->ptr);
-				return -EINVAL;
-			}
-		}
-		found[i] = o;
-	}
+	if (set_check_names(pairs, npairs, found, err, errlen) < 0)
+		return -EINVAL;
 	/* Then values, into a staging copy: nothing changes unless all parse. The lock keeps two
 	 * concurrent CONFIG SETs from interleaving their publish steps. */
 	pthread_mutex_lock(&set_lock);
-	staged = g_cfg;
+	staged = old = g_cfg;
 	for (int i = 0; i < npairs; i++) {
-		const resp_slice *n = &pairs[2 * i], *v = &pairs[2 * i + 1];
+		const resp_slice *v = &pairs[2 * i + 1];
 		if (config_option_parse(found[i], v->ptr, v->len, &staged, why, sizeof(why)) < 0) {
-			pthread_mutex_unlock(&set_lock);
-			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s",
-			         (int)SPW_MIN(n->len, 128), n->ptr, why);
-			return -EINVAL;
+			snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+			         set_name(found[i], &pairs[2 * i]), why);
+			goto out;
 		}
 	}
-	for (int i = 0; i < npairs; i++) {
+	/* Publish all, then apply; an apply that fails puts every value of the call back and runs
+	 * the hooks again on them (Redis's restoreBackupConfig), so the call changed nothing. */
+	for (int i = 0; i < npairs; i++)
 		config_option_publish(found[i], &staged);
-		if (found[i]->apply)
-			found[i]->apply();
+	const char *reason = NULL;
+	int bad = set_apply(found, npairs, &reason);
+	if (bad >= 0) {
+		spw_log(SPW_LOG_WARNING, 0, "Failed applying new configuration. Possibly related to new %s "
+		        "setting. Restoring previous settings.", set_name(found[bad], &pairs[2 * bad]));
+		for (int i = 0; i < npairs; i++)
+			config_option_publish(found[i], &old);
+		const char *ignored;
+		(void)set_apply(found, npairs, &ignored);
+		snprintf(err, errlen, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+		         set_name(found[bad], &pairs[2 * bad]), reason ? reason : "apply failed");
+	} else {
+		rc = 0;
 	}
 	atomic_fetch_add_explicit(&g_cfg_version, 1, memory_order_release);
+out:
 	pthread_mutex_unlock(&set_lock);
-	return 0;
+	return rc;
 }
 
 int config_set(const char *name, size_t nlen, const char *val, size_t vlen, char *err, size_t errlen)

@@ -155,7 +155,7 @@ void config_print_help(void)
 		switch (o->type) {
 		case OPT_BOOL: type = "yes|no"; break;
 		case OPT_INT: type = "<int>"; break;
-		case OPT_SIZE: type = "<size>"; break;
+		case OPT_SIZE: type = (o->flags & OPT_INTEGER) ? "<int>" : "<size>"; break;
 		case OPT_STRING: type = "<string>"; break;
 		case OPT_ENUM: type = "<name>"; break;
 		case OPT_CONST: type = "<fixed>"; break;
@@ -335,8 +335,8 @@ static int config_load_args(int argc, char **argv)
 		} else {
 			val = argv[++i];
 		}
-		if (o->flags & OPT_CLI_ONLY)
-			continue;   /* --config: read above */
+		if (o->flags & OPT_CLI_ONLY && !strcmp(o->name, "config"))
+			continue;   /* read above; the other start-up flags (--import-rdb) are set here */
 		if (config_option_parse(o, val, strlen(val), &g_cfg, why, sizeof(why)) < 0) {
 			fprintf(stderr, "spillway: bad value for --%.*s '%s': %s\n", (int)nlen, name, val, why);
 			return -EINVAL;
@@ -359,9 +359,11 @@ static int config_load_args(int argc, char **argv)
 	snprintf(g_cfg.dir, sizeof(g_cfg.dir), "%s", abs);
 	if (config_check() < 0)
 		return -EINVAL;
-	for (int i = 0; i < CONFIG_NOPTIONS; i++)
+	for (int i = 0; i < CONFIG_NOPTIONS; i++) {
+		const char *why;
 		if (config_options[i].apply)
-			config_options[i].apply();
+			(void)config_options[i].apply(&why);   /* nothing runs yet that could refuse */
+	}
 	return 0;
 }
 

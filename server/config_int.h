@@ -21,6 +21,8 @@ enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STRING, OPT_ENUM, OPT_CONST, OP
 #define OPT_MULTIARG (1u << 3)   /* config file: several words join with spaces (bind, save) */
 #define OPT_FAULT_PREFIX (1u << 4) /* --device-type: a "fault:" prefix sets device_fault */
 #define OPT_PROTECTED (1u << 5)  /* Redis's protected configs (dbfilename): CONFIG SET refuses */
+#define OPT_INTEGER  (1u << 6)   /* OPT_SIZE taking a plain integer (Redis's size_t INTEGER_CONFIG) */
+#define OPT_REDIS_UNITS (1u << 7) /* OPT_SIZE read as Redis's memtoull: k = 1000, kb = 1024 */
 
 typedef struct spw_option {
 	const char *name;
@@ -31,7 +33,9 @@ typedef struct spw_option {
 	const char *def;             /* default, as written in a config file */
 	size_t off, size;            /* the field in g_cfg */
 	const char *const *names;    /* OPT_ENUM: value = index; NULL-terminated */
-	void (*apply)(void);         /* run after a change (start-up and CONFIG SET) */
+	/* Run after a change (start-up and CONFIG SET): 0, or -1 with Redis's reason in *why, and
+	 * CONFIG SET puts every option of the call back (config.c note 5). */
+	int (*apply)(const char **why);
 	const char *help;
 } spw_option;
 

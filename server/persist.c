@@ -50,6 +50,7 @@
  *     SCHED_IDLE: under constant full load a checkpoint must still finish.
  */
 #include "server/server_int.h"
+#include "server/import.h"
 #include "server/aof.h"
 #include "device/device.h"
 
@@ -259,6 +260,38 @@ static int replay_apply(void *ctx, const aof_rec *r)
 	return rc < 0 ? rc : 0;
 }
 
+/* --import-rdb's writes (import.c): each key as the AOF replay writes a SET, with its waits. */
+static int import_set(void *ctx, const uint8_t *k, size_t klen, const dump_build *b, int64_t expire_ms)
+{
+	aof_rec r = { .kind = HLOG_REDO_SET, .key = k, .klen = (uint32_t)klen, .val = b->val.p,
+	              .vlen = (uint32_t)b->val.len, .expire_ms = expire_ms, .rtype = b->rtype };
+	return replay_apply(ctx, &r);
+}
+
+static void import_log_line(void *ctx, const char *s)
+{
+	(void)ctx;
+	spw_log(SPW_LOG_NOTICE, 0, "%s", s);
+}
+
+/* The import after the recovery, before the workers serve (import.c note 1). 0 or -1 (logged). */
+static int import_run(replay_ctx *x)
+{
+	import_stats st;
+	char why[512] = "";
+	spw_log(SPW_LOG_NOTICE, 0, "Importing %s", g_cfg.import_rdb);
+	hlog_session_protect(x->s);
+	hlog_session_set_now(x->s, spw_time_ms());
+	int rc = import_rdb(g_cfg.import_rdb, spw_time_ms(), import_set, x, &st, why, sizeof(why));
+	hlog_session_unprotect(x->s);
+	if (rc < 0) {
+		spw_log(SPW_LOG_WARNING, 0, "Fatal error importing the RDB file: %s. Exiting.", why);
+		return -1;
+	}
+	import_summary_print(&st, import_log_line, NULL);
+	return 0;
+}
+
 /* Record a successful checkpoint's figures (under ps.lock). */
 static void result_record(const hlog_ckpt_info *ci, int rc, uint64_t changes_at_start, int64_t t0_ms)
 {
@@ -371,11 +404,14 @@ int persist_recover(void)
 		}
 	}
 	hlog_redo_seq_set(g_srv.store, next_seq);
-	if (ps.replay.applied || (previous && have)) {
+	bool imported = g_cfg.import_rdb[0] != '\0';
+	if (imported && import_run(&x) < 0)
+		goto fail;
+	if (ps.replay.applied || imported || (previous && have)) {
 		/* Note 1: the replayed state becomes a checkpoint before the files are set aside. */
 		hlog_ckpt_info ci;
 		if (checkpoint_run(main_sess, &ci, previous ? "recovered from the previous checkpoint" :
-		                                               "AOF replayed") == 0) {
+		                                 imported ? "RDB imported" : "AOF replayed") == 0) {
 			int n = aof_remove_all(g_cfg.dir, true);
 			if (n < 0)
 				spw_log(SPW_LOG_WARNING, -n, "Cannot set the replayed AOF files aside");
@@ -551,18 +587,23 @@ int persist_stop(bool save)
 	return rc;
 }
 
-void persist_config_changed(void)
+int persist_config_changed(void)
 {
+	int rc = 0;
 	if (!ps.started)
-		return;   /* start-up: the options are read before anything runs */
+		return 0;   /* start-up: the options are read before anything runs */
 	pthread_mutex_lock(&ps.lock);
 	bool on = __atomic_load_n(&g_cfg.aof, __ATOMIC_RELAXED);
 	if (on && !ps.aof_was_on) {
-		int rc = aof_dir_prepare(g_cfg.dir);
+		rc = aof_dir_prepare(g_cfg.dir);
 		if (rc == 0)
 			rc = aof_sync_thread_start();
-		if (rc < 0)
+		if (rc < 0) {
+			/* CONFIG SET answers Redis's error and puts appendonly back (config.c note 5). */
 			spw_log(SPW_LOG_WARNING, -rc, "AOF turned on: cannot prepare %s/%s", g_cfg.dir, AOF_DIR_NAME);
+			pthread_mutex_unlock(&ps.lock);
+			return rc;
+		}
 		atomic_fetch_add(&g_srv.aof_gen, 1);   /* a new generation: the last one's files may exist */
 		ps.aof_on_pending = true;   /* note 5 */
 		spw_log(SPW_LOG_NOTICE, 0, "AOF turned on: a checkpoint follows once every worker writes it");
@@ -571,6 +612,7 @@ void persist_config_changed(void)
 	pthread_cond_broadcast(&ps.cond);
 	pthread_mutex_unlock(&ps.lock);
 	server_wake_all();   /* workers open or close their writers, or change the fsync mode */
+	return 0;
 }
 
 /* ---------------- requests ---------------- */

@@ -61,6 +61,8 @@ typedef struct spw_config {
 	int timeout;                  /* idle client timeout in seconds, 0 = never */
 	int tcp_keepalive;
 	int databases;                /* reported for CONFIG GET databases; only db 0 exists */
+	char import_rdb[1024];        /* --import-rdb FILE (import.c), "" = none */
+	bool import_check_only;       /* --check-only: import's read and summary, nothing stored */
 	/* Garnet's storage-tier flags (see tier_open in start.c for how they map to the device). */
 	bool storage_tier;            /* --storage-tier */
 	char logdir[1024];            /* --logdir: segment files go to <logdir>/Store; "" = dir */
@@ -89,6 +91,16 @@ typedef struct spw_config {
 	/* The memory cap (memcap.c). */
 	uint64_t maxmemory;           /* --maxmemory: bytes everything the server allocates may take (0 = no cap) */
 	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
+	/* Collection encodings (Redis 7.0's names and defaults), CONFIG SET-able: read them with
+	 * __atomic_load_n(..., __ATOMIC_RELAXED) (config.c note 6). */
+	uint64_t hash_max_listpack_entries; /* a hash with more fields leaves the listpack (512) */
+	uint64_t hash_max_listpack_value;   /* ... or with a longer field or value, in bytes (64) */
+	uint64_t set_max_intset_entries;    /* an integer set with more members leaves the intset (512) */
+	uint64_t zset_max_listpack_entries; /* a sorted set with more members leaves the listpack (128) */
+	uint64_t zset_max_listpack_value;   /* ... or with a longer member, in bytes (64) */
+	int list_max_listpack_size;         /* quicklist node: > 0 entries, -1..-5 = 4..64 KiB (-2) */
+	int list_compress_depth;            /* quicklist nodes kept uncompressed at each end (0 = none) */
+	uint64_t hll_sparse_max_bytes; /* hll-sparse-max-bytes: a sparse HLL past it turns dense (cmd_hll.c) */
 } spw_config;
 
 /* maxmemory-policy values (Redis's names). Any allkeys-* or volatile-* policy makes a full
@@ -163,6 +175,13 @@ typedef struct client client;
 #define CLIENT_SAVE_WAIT         (1u << 4)   /* SAVE: waits for the saver's checkpoint (persist.c) */
 #define CLIENT_SHUTDOWN_SAVE     (1u << 5)   /* SHUTDOWN: the checkpoint it waits for decides it */
 #define CLIENT_COMPACT_WAIT      (1u << 15)  /* COMPACT: waits for its pass (compact.c), with SAVE_WAIT */
+/* CLIENT REPLY (cmd_client.c note 3): OFF mutes every reply, SKIP the current command's, SKIP_NEXT
+ * becomes SKIP when the current command ends; MUTE_WAIT: a muted SAVE/COMPACT answered later. */
+#define CLIENT_REPLY_OFF         (1u << 11)
+#define CLIENT_REPLY_SKIP        (1u << 12)
+#define CLIENT_REPLY_SKIP_NEXT   (1u << 13)
+#define CLIENT_REPLY_MUTE_WAIT   (1u << 14)
+#define CLIENT_REPLY_MODES (CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP | CLIENT_REPLY_SKIP_NEXT)
 
 /* What a parked multi-key command had done before it parked, so that its re-run goes on from there
  * instead of repeating a mutation (park.c note 1). Zero unless the command parked. */
@@ -306,6 +325,7 @@ struct worker {
 	                               * owner on connect/close and by CLIENT LIST/KILL elsewhere */
 	worker_stats stats_base;      /* CONFIG RESETSTAT baseline: reported = stats - stats_base */
 	int64_t buf_bytes;            /* bytes held by read buffers, reply chunks and scratch (a gauge) */
+	int rbuf_clients;             /* clients holding a read buffer: worker_cron shrinks idle ones */
 	uint64_t aof_buf_bytes;       /* its AOF writer's buffer (a gauge, memcap.c) */
 	uint64_t obl_min;             /* unsent reply bytes past which client_obl_check runs (UINT64_MAX: never) */
 	int64_t mem_check_ms;         /* memcap_worker_check's last look at the cap */
@@ -409,8 +429,10 @@ void client_pending_add(worker *w, client *c);  /* write, close or re-arm c at t
 void client_pending_flush(worker *w);
 void client_chunk_pool_free(worker *w);
 void client_chunk_pool_limit(worker *w);
-#define RBUF_IDLE_MS 2000              /* with --maxmemory: an idle client's empty read buffer goes */
-void client_rbuf_release(worker *w, client *c);
+#define RBUF_IDLE_MS 2000              /* an idle client's read buffer shrinks (client.c note 2) */
+/* worker_cron: a client idle for RBUF_IDLE_MS wasting more than 4 KiB of read buffer keeps only
+ * its unparsed bytes (none: the buffer goes), as Redis's clientsCronResizeQueryBuffer. */
+void client_rbuf_idle_shrink(worker *w, client *c);
 /* park.c: clients on the storage tier. */
 client_op *client_op_begin(worker *w, client *c);
 void client_park(worker *w, client *c, client_op *op, size_t consumed);
@@ -483,8 +505,9 @@ void compact_info(struct sbuf *b);
 /* A store session for a background thread; with a device attached with ready (NULL: ignored). */
 int persist_session_open(hlog_session **out, hlog_ready_fn ready, void *arg);
 int persist_stop(bool save);
-/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). */
-void persist_config_changed(void);
+/* CONFIG SET appendonly / appendfsync (and start-up: does nothing before persist_start). 0, or
+ * -errno when the AOF cannot be turned on (its folder or sync thread): nothing changed then. */
+int persist_config_changed(void);
 /* BGSAVE: 0 when the saver was asked, -EBUSY when a checkpoint is already asked for or running. */
 int persist_bgsave(void);
 /* SAVE: -EBUSY as BGSAVE, else 0 with *ticket to wait for (persist_save_done). */
@@ -572,6 +595,9 @@ static inline void reply_pending(client *c) { c->flags |= CLIENT_PARKED; }
 int command_keys_prefetch(client *c, int first, int last, int step);
 /* Drop what was written to c->out after (tail, tail_len, bytes): a parked command's partial reply. */
 void client_reply_rollback(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
+/* A command ended (run or rejected, not parked) with a CLIENT REPLY mode set: drop what it wrote
+ * since the mark when muted, and move SKIP on (cmd_client.c note 3). */
+void client_reply_mode_end(client *c, resp_chunk *tail, uint32_t tail_len, size_t bytes);
 
 /* Whether argc arguments (the name included) satisfy cmd's arity. */
 static inline bool command_arity_ok(const spw_command *cmd, int argc)
@@ -625,13 +651,19 @@ struct coll_edit {
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
+/* For an edit's fn: the thread's edit buffer (coll.c note 5) holding a copy of cur's payload, or
+ * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */
+struct lp_buf;
+int coll_buf_load(const struct coll_view *cur, struct lp_buf **out /* out */);
 
+/* cmd_object.c */
+cmd_fn cmd_object, cmd_memory;
 /* cmd_keys.c: TYPE's name for a value ("string", "hash", ...). */
 const char *value_type_name(const hlog_value *v);
-/* cmd_keys.c: a thread-local xorshift64* (RANDOMKEY, SRANDMEMBER, SPOP: a spread, not secrets). */
-uint64_t rng_next(void);
-/* cmd_keys.c: Redis's parseScanCursorOrReply (false: "ERR invalid cursor"). */
+/* cmd_keys.c: Redis's parseScanCursorOrReply rules (false: "ERR invalid cursor"), and the worker
+ * thread's cheap random numbers (RANDOMKEY, HRANDFIELD). */
 bool scan_cursor_parse(const resp_slice *a, unsigned long long *out /* out */);
+uint64_t rng_next(void);
 
 /* cmd_string.c */
 /* hlog_read for a command on strings (cmd_string.c note 9): SPW_E_WRONGTYPE, fn not called, when
@@ -640,6 +672,9 @@ int str_read(client *c, const hlog_key *k, hlog_read_fn fn, void *ctx);
 cmd_fn cmd_get, cmd_set, cmd_setnx, cmd_setex, cmd_psetex, cmd_getset, cmd_getdel, cmd_getex,
 	cmd_mget, cmd_mset, cmd_msetnx, cmd_incr, cmd_decr, cmd_incrby, cmd_decrby, cmd_incrbyfloat,
 	cmd_append, cmd_strlen, cmd_getrange, cmd_setrange, cmd_substr;
+/* cmd_bits.c, cmd_lcs.c */
+cmd_fn cmd_setbit, cmd_getbit, cmd_bitcount, cmd_bitpos, cmd_bitop, cmd_bitfield, cmd_bitfield_ro,
+	cmd_lcs;
 /* cmd_keys.c */
 cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_expireat,
 	cmd_pexpireat, cmd_ttl, cmd_pttl, cmd_expiretime, cmd_pexpiretime, cmd_persist, cmd_touch,
@@ -652,11 +687,23 @@ cmd_fn cmd_sadd, cmd_srem, cmd_scard, cmd_sismember, cmd_smismember, cmd_smember
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
+/* cmd_hll.c */
+cmd_fn cmd_pfadd, cmd_pfcount, cmd_pfmerge;
+/* cmd_hash.c */
+cmd_fn cmd_hset, cmd_hsetnx, cmd_hget, cmd_hmget, cmd_hmset, cmd_hdel, cmd_hexists, cmd_hlen,
+	cmd_hstrlen, cmd_hkeys, cmd_hvals, cmd_hgetall, cmd_hincrby, cmd_hincrbyfloat, cmd_hrandfield,
+	cmd_hscan;
+/* cmd_dump.c */
+cmd_fn cmd_dump, cmd_restore;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
 int client_name_check(client *c, const resp_slice *name);
 void client_name_set(client *c, const resp_slice *name);   /* after client_name_check */
+/* cmd_list.c */
+cmd_fn cmd_lpush, cmd_rpush, cmd_lpushx, cmd_rpushx, cmd_lpop, cmd_rpop, cmd_llen, cmd_lindex,
+	cmd_lset, cmd_lrange, cmd_ltrim, cmd_lrem, cmd_linsert, cmd_lpos, cmd_lmove, cmd_rpoplpush,
+	cmd_lmpop;
 /* info.c */
 cmd_fn cmd_info;
 void info_stats_reset(void);   /* CONFIG RESETSTAT (info.c note 2) */

@@ -9,8 +9,8 @@
 #include "coll/coll.h"
 #include "coll/set.h"
 
-/* TODO: g_cfg.set_max_intset_entries once wt-cfg lands; Redis 7.0's default. */
-#define SET_MAX_INTSET_ENTRIES 512
+/* set-max-intset-entries (CONFIG SET-able: it decides only later conversions, as in Redis). */
+#define SET_MAX_INTSET_ENTRIES ((size_t)g_cfg.set_max_intset_entries)
 
 /* One set write's context (coll.c note 2: rebuilt on every run of the edit). Heap buffers, freed
  * by set_op_free after the reply. */

@@ -25,6 +25,7 @@
  */
 #include "server/server.h"
 #include "server/server_int.h"
+#include "server/import.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -658,6 +659,8 @@ int server_main(int argc, char **argv)
 		return 0;   /* --help / --version */
 	if (rc < 0)
 		return 1;
+	if (g_cfg.import_check_only)
+		return import_check_main();   /* a tool: no store, no listener */
 
 	spw_log_open(g_cfg.logfile);
 	command_table_init();

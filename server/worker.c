@@ -212,6 +212,40 @@ static void worker_stop_begin(worker *w)
 	}
 }
 
+/* Answer one SAVE/COMPACT/SHUTDOWN waiter whose checkpoint or pass is done; false when it must
+ * not read on (the server shuts down). */
+static bool save_answer_one(worker *w, client *c, int rc, const char *why)
+{
+	if (c->flags & CLIENT_COMPACT_WAIT) {
+		c->flags &= ~CLIENT_COMPACT_WAIT;
+		if (rc == 0) {
+			reply_ok(c);
+		} else {
+			char msg[200];
+			snprintf(msg, sizeof(msg), "ERR compaction failed: %s", why[0] ? why : spw_strerror(rc));
+			reply_error(c, msg);
+		}
+		return true;
+	}
+	if (c->flags & CLIENT_SHUTDOWN_SAVE) {
+		c->flags &= ~CLIENT_SHUTDOWN_SAVE;
+		if (rc == 0) {
+			server_request_shutdown();   /* as Redis: no reply */
+			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+			client_pending_add(w, c);
+			return false;
+		}
+		spw_log(SPW_LOG_WARNING, 0, "Errors trying to shut down the server: the checkpoint "
+		        "failed; the server goes on (check the logs)");
+		reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+	} else if (rc == 0) {
+		reply_ok(c);
+	} else {
+		reply_error(c, "ERR");   /* Redis 7.0's failed SAVE: shared.err */
+	}
+	return true;
+}
+
 /* Answer the SAVE waiters whose checkpoint is done, and run what they sent after it (note 8). */
 static void worker_save_answer(worker *w)
 {
@@ -224,35 +258,16 @@ static void worker_save_answer(worker *w)
 		                                     : !persist_save_done(c->save_ticket, &rc))
 			continue;
 		c->flags &= ~CLIENT_SAVE_WAIT;
-		if (c->flags & CLIENT_COMPACT_WAIT) {
-			c->flags &= ~CLIENT_COMPACT_WAIT;
-			if (rc == 0) {
-				reply_ok(c);
-			} else {
-				char msg[200];
-				snprintf(msg, sizeof(msg), "ERR compaction failed: %s", why[0] ? why : spw_strerror(rc));
-				reply_error(c, msg);
-			}
-			client_process_input(w, c);
-			continue;
+		resp_chunk *mark = c->out.tail;
+		uint32_t mark_len = mark ? mark->len : 0;
+		size_t mark_bytes = c->out.bytes;
+		bool go_on = save_answer_one(w, c, rc, why);
+		if (c->flags & CLIENT_REPLY_MUTE_WAIT) {   /* sent under CLIENT REPLY OFF|SKIP */
+			c->flags &= ~CLIENT_REPLY_MUTE_WAIT;
+			client_reply_rollback(c, mark, mark_len, mark_bytes);
 		}
-		if (c->flags & CLIENT_SHUTDOWN_SAVE) {
-			c->flags &= ~CLIENT_SHUTDOWN_SAVE;
-			if (rc == 0) {
-				server_request_shutdown();   /* as Redis: no reply */
-				c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-				client_pending_add(w, c);
-				continue;
-			}
-			spw_log(SPW_LOG_WARNING, 0, "Errors trying to shut down the server: the checkpoint "
-			        "failed; the server goes on (check the logs)");
-			reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
-		} else if (rc == 0) {
-			reply_ok(c);
-		} else {
-			reply_error(c, "ERR");   /* Redis 7.0's failed SAVE: shared.err */
-		}
-		client_process_input(w, c);   /* its later requests; pends it for writing */
+		if (go_on)
+			client_process_input(w, c);   /* its later requests; pends it for writing */
 	}
 }
 
@@ -360,7 +375,7 @@ void worker_aof_flush(worker *w)
 }
 
 /* Once a second when there is timed work: idle-client timeout, re-arming paused listeners, idle
- * clients' read buffers under --maxmemory. */
+ * clients' read buffers. */
 static void worker_cron(worker *w)
 {
 	int timeout = __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED);
@@ -368,12 +383,9 @@ static void worker_cron(worker *w)
 		w->accept_paused = false;
 		listeners_pause(w, false);
 	}
-	if (__atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED)) {
-		/* Idle clients' empty read buffers (client.c note 2): the cap counts them. */
+	if (w->rbuf_clients)   /* idle clients' read buffers shrink (client.c note 2) */
 		for (client *c = w->clients; c; c = c->next)
-			if (c->rcap && w->now_ms - c->last_ms > RBUF_IDLE_MS && !(c->flags & CLIENT_PARKED))
-				client_rbuf_release(w, c);
-	}
+			client_rbuf_idle_shrink(w, c);
 	if (timeout > 0) {
 		int64_t limit = (int64_t)timeout * 1000;
 		for (client *c = w->clients; c; c = c->next) {
@@ -390,7 +402,7 @@ static void worker_cron(worker *w)
 
 static bool worker_has_timed_work(const worker *w)
 {
-	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused ||
+	return __atomic_load_n(&g_cfg.timeout, __ATOMIC_RELAXED) > 0 || w->accept_paused || w->rbuf_clients ||
 	       __atomic_load_n(&g_cfg.maxmemory, __ATOMIC_RELAXED) != 0;
 }
 

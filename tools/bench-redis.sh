@@ -4,7 +4,7 @@
 # Both servers run at once on free loopback ports: redis-server --save '' --appendonly no, and
 # spillway-server --threads 1 (one worker, as Redis has one main thread). For each round, in
 # alternating order (A,B then B,A, so neither always runs on a warmer machine), each server gets
-#     redis-benchmark -t TEST -n N -r N -c 50 -P 16 -q        for TEST in set, get
+#     redis-benchmark -t TEST -n N -r N -c 50 -P 16 -q        for TEST in $TESTS (default set,get)
 # and we record the throughput redis-benchmark reports and the server's CPU time over that run
 # (utime+stime from /proc/PID/stat, divided by CLK_TCK), as CPU seconds per million requests.
 # The table printed at the end holds the medians over the rounds, and the Spillway/Redis ratios.
@@ -16,6 +16,9 @@
 #   SPW_BIN=build/bin/spillway-server   the binary (scripts/run.sh builds it)
 #   SPW_FLAGS=""     extra spillway-server flags
 #   B=spillway       the second server; B=redis runs redis against redis (a check of this script)
+#   TESTS=set,get    redis-benchmark tests, in order (issue 13's collections: TESTS=lpush,rpush,lpop,
+#                    rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,lrange_600; a pop runs on what the
+#                    push before it left)
 #
 # CPU figures have the kernel's tick resolution (CLK_TCK, usually 10 ms): use N >= 1000000 for them.
 set -euo pipefail
@@ -30,7 +33,7 @@ PIPELINE=${PIPELINE:-16}
 SPW_BIN=${SPW_BIN:-build/bin/spillway-server}
 SPW_FLAGS=${SPW_FLAGS:-}
 B=${B:-spillway}
-TESTS=(set get)
+IFS=, read -r -a TESTS <<<"${TESTS:-set,get}"
 TCK=$(getconf CLK_TCK)
 
 for tool in redis-server redis-benchmark redis-cli; do
@@ -108,7 +111,9 @@ bench() {
 	out=$(redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -n "$N" -r "$N" -c "$CLIENTS" -P "$PIPELINE" -q 2>&1 </dev/null)
 	after=$(cpu_ticks "$pid")
 	# The result is the last '\r'-separated segment: "SET: 123456.78 requests per second, p50=..."
-	rps=$(printf '%s\n' "$out" | tr '\r' '\n' | awk -v t="${test^^}:" '$1 == t && $3 == "requests" { v = $2 } END { print v }')
+	# "LRANGE_100 (first 100 elements): 12345.67 requests per second": the number before "requests".
+	rps=$(printf '%s\n' "$out" | tr '\r' '\n' | awk -v t="${test^^}" 'index($0, t) == 1 {
+		for (i = 2; i <= NF; i++) if ($i == "requests" && $(i + 1) == "per") v = $(i - 1) } END { print v }')
 	if [ -z "$rps" ] || printf '%s' "$out" | grep -qE 'ERR|rror|WARNING'; then
 		echo "bench-redis.sh: redis-benchmark against $name ($test) failed:" >&2
 		printf '%s\n' "$out" | tr '\r' '\n' | tail -5 >&2

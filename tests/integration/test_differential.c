@@ -13,6 +13,8 @@
  *   !skip        sent to both servers, the replies are read but not compared (volatile replies).
  *   !scanall     the command is a SCAN whose cursor (argv[1]) is followed to the end on each server;
  *                the sorted set of keys returned is compared (an error reply is compared as is).
+ *                HSCAN, SSCAN and ZSCAN too (cursor argv[2]): their elements (fields and values,
+ *                members and scores) are compared as one set, so give the values distinct texts.
  *   !repeat N    the command's last argument is repeated N times (values of hundreds of KB).
  *
  * Notes:
@@ -64,8 +66,8 @@ static const volatile_cmd volatile_commands[] = {
 	{ "DEBUG", "server internals" },
 	{ "RANDOMKEY", "random by definition" },
 	{ "SCAN", "cursors are implementation-defined; use !scanall to compare the whole iteration" },
-	{ "OBJECT", "encodings, refcounts, idle times" },
-	{ "MEMORY", "allocator figures" },
+	{ "OBJECT IDLETIME", "access times are not tracked here (cmd_object.c note 3): an error instead" },
+	{ "MEMORY", "allocator figures; MEMORY USAGE is this server's record size (cmd_object.c note 4)" },
 	{ "LATENCY", "measurements" },
 	{ "SLOWLOG", "measurements" },
 };
@@ -111,6 +113,19 @@ static const char *volatile_reason(int argc, char *const *argv, const size_t *le
 		return volatile_commands[i].why;
 	}
 	return NULL;
+}
+
+/* The argument index of a scan command's cursor: 1 for SCAN, 2 for a key's scan, 0 for others. */
+static int scan_cursor_arg(int argc, char *const *argv, const size_t *lens)
+{
+	if (argc < 1)
+		return 0;
+	if (word_is(argv[0], lens[0], "SCAN", 4))
+		return 1;
+	if (word_is(argv[0], lens[0], "HSCAN", 5) || word_is(argv[0], lens[0], "SSCAN", 5) ||
+	    word_is(argv[0], lens[0], "ZSCAN", 5))
+		return 2;
+	return 0;
 }
 
 /* ---------------- scripts ---------------- */
@@ -275,7 +290,7 @@ static int script_parse(script *s, const char *name, const char *text, char *err
 		}
 		const char *which = NULL;
 		const char *why = volatile_reason(c.argc, c.argv, c.lens, &which);
-		bool scan_ok = scanall && which && strcmp(which, "SCAN") == 0;
+		bool scan_ok = scanall && scan_cursor_arg(c.argc, c.argv, c.lens) != 0;
 		if (why && !skip && !scan_ok) {
 			snprintf(err, errlen,
 			         "%s:%d: '%s' is volatile (%s): put !skip before it, it is never excluded silently",
@@ -283,7 +298,7 @@ static int script_parse(script *s, const char *name, const char *text, char *err
 			dcmd_free(&c);
 			goto fail;
 		}
-		if (scanall && !(which && strcmp(which, "SCAN") == 0)) {
+		if (scanall && !scan_ok) {
 			snprintf(err, errlen, "%s:%d: !scanall needs a SCAN command", name, lineno);
 			dcmd_free(&c);
 			goto fail;
@@ -398,7 +413,7 @@ static void reply_sorted(const char *r, size_t len, itest_buf *out)
 }
 
 /*
- * !scanall: follow the cursor of c (argv[1]) to 0 on conn and build "*N\r\n" + the sorted, unique
+ * !scanall: follow the cursor of c (argv[1], a key's scan argv[2]) to 0 on conn and build "*N\r\n" + the sorted, unique
  * keys seen. An error or malformed reply is returned as it came. 0, or -errno on I/O failure.
  */
 static int scan_collect(itest_conn *conn, const dcmd *c, itest_buf *out)
@@ -414,11 +429,12 @@ static int scan_collect(itest_conn *conn, const dcmd *c, itest_buf *out)
 		argv[a] = c->argv[a];
 		lens[a] = c->lens[a];
 	}
+	int ci = scan_cursor_arg(c->argc, c->argv, c->lens);
 	for (int iter = 0; iter < 1000000; iter++) {
 		const char *r;
-		if (c->argc >= 2) {   /* a bare SCAN (arity error) goes out as written */
-			argv[1] = cursor;
-			lens[1] = strlen(cursor);
+		if (c->argc > ci) {   /* a bare SCAN (arity error) goes out as written */
+			argv[ci] = cursor;
+			lens[ci] = strlen(cursor);
 		}
 		if ((rc = itest_conn_send_argv(conn, c->argc, argv, lens)) < 0)
 			goto out;

@@ -431,6 +431,108 @@ static void test_config_get_matches_globs_without_case(void **state)
 
 /* Durability options (persist.c): Redis's names and ours are one option; save's rules parse and
  * print as Redis 7's, accumulate over the start-up lines and are replaced by CONFIG SET. */
+/* Issue 13: Redis 7.0's collection encoding parameters, their defaults, bounds, units and aliases
+ * (each answered from redis-server 7.0.15), read by the data types from g_cfg. */
+static void test_collection_encoding_options_take_redis_defaults_bounds_and_aliases(void **state)
+{
+	(void)state;
+	char err[512];
+	config_defaults();
+	assert_int_equal(g_cfg.hash_max_listpack_entries, 512);   /* redis-server 7.0.15's, not redis.conf's */
+	assert_int_equal(g_cfg.hash_max_listpack_value, 64);
+	assert_int_equal(g_cfg.set_max_intset_entries, 512);
+	assert_int_equal(g_cfg.zset_max_listpack_entries, 128);
+	assert_int_equal(g_cfg.zset_max_listpack_value, 64);
+	assert_int_equal(g_cfg.list_max_listpack_size, -2);
+	assert_int_equal(g_cfg.list_compress_depth, 0);
+
+	/* The old ziplist names are aliases of the same field. */
+	assert_int_equal(set1("hash-max-ziplist-entries", "5", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.hash_max_listpack_entries, 5);
+	assert_int_equal(set1("zset-max-ziplist-entries", "6", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.zset_max_listpack_entries, 6);
+	assert_int_equal(set1("list-max-ziplist-size", "-5", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.list_max_listpack_size, -5);
+	/* The value limits are Redis memory values: k = 1000, kb = 1024, "" = 0. */
+	assert_int_equal(set1("hash-max-listpack-value", "1k", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.hash_max_listpack_value, 1000);
+	assert_int_equal(set1("zset-max-ziplist-value", "1KB", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.zset_max_listpack_value, 1024);
+	assert_int_equal(set1("hash-max-listpack-value", "", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.hash_max_listpack_value, 0);
+	assert_int_equal(set1("hash-max-listpack-value", "1 k", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'hash-max-listpack-value') - argument must be a memory value");
+	assert_int_equal(set1("hash-max-listpack-value", "99999999999999999999k", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'hash-max-listpack-value') - argument must be between 0 and "
+	                         "9223372036854775807 inclusive");
+	/* The entry limits are plain integers. */
+	assert_int_equal(set1("set-max-intset-entries", "1k", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'set-max-intset-entries') - argument couldn't be parsed into an integer");
+	assert_int_equal(set1("hash-max-listpack-entries", "-1", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'hash-max-listpack-entries') - argument must be between 0 and "
+	                         "9223372036854775807 inclusive");
+	assert_int_equal(set1("set-max-intset-entries", "99999999999", err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.set_max_intset_entries, 99999999999ULL);
+	assert_int_equal(set1("list-compress-depth", "-1", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'list-compress-depth') - argument must be between 0 and 2147483647 inclusive");
+	assert_int_equal(set1("list-max-listpack-size", "-2147483649", err, sizeof(err)), -EINVAL);
+
+	/* A glob answers both names; a plain name is answered as typed. */
+	seen s = { .n = 0 };
+	config_get_matching("hash-max-*", 10, collect, &s);
+	assert_int_equal(s.n, 4);
+	assert_string_equal(s.values[seen_find(&s, "hash-max-ziplist-entries")], "5");
+	assert_string_equal(s.values[seen_find(&s, "hash-max-listpack-entries")], "5");
+	memset(&s, 0, sizeof(s));
+	config_get_matching("LIST-MAX-ZIPLIST-SIZE", 21, collect, &s);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.names[0], "LIST-MAX-ZIPLIST-SIZE");
+	assert_string_equal(s.values[0], "-5");
+
+	/* And on the command line, under either name. */
+	char *argv[] = { "spillway", "--hash-max-ziplist-value", "100", "--list-compress-depth", "2", NULL };
+	char out[1024];
+	assert_int_equal(load_capture(ARGC(argv) - 1, argv, out, sizeof(out)), 0);
+	assert_int_equal(g_cfg.hash_max_listpack_value, 100);
+	assert_int_equal(g_cfg.list_compress_depth, 2);
+	config_defaults();
+}
+
+/* Redis quotes a value error under its config's own name (or alias), not the argument's case, and
+ * the first wrong name of a call is the error; a name and its alias are not duplicates. */
+static void test_config_set_errors_quote_names_as_redis(void **state)
+{
+	(void)state;
+	char err[512];
+	config_defaults();
+	assert_int_equal(set1("MAXCLIENTS", "abc", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'maxclients') - "
+	                         "argument couldn't be parsed into an integer");
+	assert_int_equal(set1("HASH-MAX-ZIPLIST-ENTRIES", "x", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument "
+	                         "'hash-max-ziplist-entries') - argument couldn't be parsed into an integer");
+
+	resp_slice first[] = { { "maxclients", 10 }, { "10", 2 }, { "maxclients", 10 }, { "11", 2 },
+	                       { "nosuch", 6 }, { "1", 1 } };
+	assert_int_equal(config_set_pairs(first, 3, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR CONFIG SET failed (possibly related to argument 'maxclients') - "
+	                         "duplicate parameter");
+	resp_slice unknown[] = { { "nosuch", 6 }, { "1", 1 }, { "port", 4 }, { "1", 1 } };
+	assert_int_equal(config_set_pairs(unknown, 2, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'");
+
+	resp_slice alias[] = { { "hash-max-ziplist-entries", 24 }, { "5", 1 },
+	                       { "hash-max-listpack-entries", 25 }, { "6", 1 } };
+	assert_int_equal(config_set_pairs(alias, 2, err, sizeof(err)), 0);
+	assert_int_equal(g_cfg.hash_max_listpack_entries, 6);   /* in order: the last one wins */
+	config_defaults();
+}
+
 static void test_durability_options_take_redis_and_garnet_names(void **state)
 {
 	(void)state;
@@ -624,6 +726,8 @@ int main(void)
 		cmocka_unit_test(test_config_set_answers_redis_error_texts),
 		cmocka_unit_test(test_config_set_is_all_or_nothing),
 		cmocka_unit_test(test_config_get_matches_globs_without_case),
+		cmocka_unit_test(test_collection_encoding_options_take_redis_defaults_bounds_and_aliases),
+		cmocka_unit_test(test_config_set_errors_quote_names_as_redis),
 		cmocka_unit_test(test_durability_options_take_redis_and_garnet_names),
 		cmocka_unit_test(test_config_rewrite_needs_a_config_file),
 		cmocka_unit_test(test_config_rewrite_keeps_comments_and_writes_current_values),

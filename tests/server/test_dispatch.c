@@ -3,8 +3,8 @@
  * lookup, Redis's exact error texts for unknown commands, arity and subcommands, per-command stats,
  * HELLO, SELECT, CLIENT SETNAME, COMMAND GETKEYS/COUNT/INFO, CONFIG GET.
  *
- * A client is built by hand on a worker that is never started: its replies are read straight out
- * of c->out, byte for byte.
+ * A client is built by hand on a worker that is never started (client_fixture.h): its replies are
+ * read straight out of c->out, byte for byte.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,93 +17,20 @@
 #include <ctype.h>
 #include <string.h>
 #include "server/server_int.h"
-
-static worker W;
-static client C;
-
-static resp_chunk *test_chunk_alloc(void *ctx, size_t min_cap)
-{
-	(void)ctx;
-	size_t cap = min_cap < 256 ? 256 : min_cap;   /* small chunks: replies span several */
-	resp_chunk *k = calloc(1, sizeof(*k) + cap);
-	assert_non_null(k);
-	k->cap = (uint32_t)cap;
-	return k;
-}
-
-static void out_reset(void)
-{
-	resp_chunk *k = C.out.head;
-	while (k) {
-		resp_chunk *n = k->next;
-		free(k);
-		k = n;
-	}
-	resp_out_init(&C.out, test_chunk_alloc, NULL);
-	C.out.proto = C.proto;
-}
+#include "client_fixture.h"
 
 static int setup(void **state)
 {
 	(void)state;
-	command_table_init();
-	config_defaults();
-	int slots = command_slots();
-	memset(&W, 0, sizeof(W));
-	W.stats.cmd_calls = calloc((size_t)slots, sizeof(uint64_t));
-	W.stats.cmd_ticks = calloc((size_t)slots, sizeof(uint64_t));
-	W.stats.cmd_failed = calloc((size_t)slots, sizeof(uint64_t));
-	W.stats.cmd_rejected = calloc((size_t)slots, sizeof(uint64_t));
-	memset(&C, 0, sizeof(C));
-	C.w = &W;
-	C.id = 42;
-	C.proto = 2;
-	C.conn.fd = -1;
-	resp_out_init(&C.out, test_chunk_alloc, NULL);
-	C.out.proto = 2;
+	client_fixture_setup();
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	out_reset();
-	free(W.stats.cmd_calls);
-	free(W.stats.cmd_ticks);
-	free(W.stats.cmd_failed);
-	free(W.stats.cmd_rejected);
-	free(W.scratch);
+	client_fixture_teardown();
 	return 0;
-}
-
-/* Run one command given as NULL-terminated strings; return its reply as one string. */
-static const char *run(const char *arg0, ...)
-{
-	static char reply[65536];
-	resp_slice argv[64];
-	va_list ap;
-	int argc = 0;
-	va_start(ap, arg0);
-	for (const char *a = arg0; a; a = va_arg(ap, const char *)) {
-		argv[argc].ptr = a;
-		argv[argc].len = strlen(a);
-		argc++;
-	}
-	va_end(ap);
-	out_reset();
-	C.argc = argc;
-	C.argv = argv;
-	command_dispatch(&C);
-	C.argc = 0;
-	C.argv = NULL;
-	size_t n = 0;
-	for (resp_chunk *k = C.out.head; k; k = k->next) {
-		assert_true(n + k->len < sizeof(reply));
-		memcpy(reply + n, k->data + k->sent, k->len - k->sent);
-		n += k->len - k->sent;
-	}
-	reply[n] = '\0';
-	return reply;
 }
 
 static void test_lookup_is_case_insensitive_and_exact(void **state)
@@ -153,6 +80,8 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"randomkey", "rename", "renamenx", "copy", "dbsize", "flushdb", "flushall", "ping", "echo",
 		"quit", "hello", "info", "config", "command", "client", "select", "time", "shutdown", "auth",
 		"save", "bgsave", "lastsave", "compact",
+		"pfadd", "pfcount", "pfmerge",
+		"setbit", "getbit", "bitcount", "bitpos", "bitop", "bitfield", "bitfield_ro", "lcs",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
@@ -201,8 +130,8 @@ static void test_arity_errors_name_the_command_or_subcommand(void **state)
 	assert_string_equal(run("config", NULL), "-ERR wrong number of arguments for 'config' command\r\n");
 	assert_string_equal(run("config", "set", NULL),
 	                    "-ERR wrong number of arguments for 'config|set' command\r\n");
-	assert_string_equal(run("config", "set", "a", "b", "c", NULL),
-	                    "-ERR wrong number of arguments for 'config|set' command\r\n");
+	/* redis-server 7.0.15: past the arity (-4), an odd count of arguments is a syntax error */
+	assert_string_equal(run("config", "set", "a", "b", "c", NULL), "-ERR syntax error\r\n");
 	assert_string_equal(run("client", "getname", "x", NULL),
 	                    "-ERR wrong number of arguments for 'client|getname' command\r\n");
 }
