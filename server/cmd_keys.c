@@ -532,7 +532,7 @@ void cmd_keys(client *c)
 
 /* Redis's parseScanCursorOrReply: strtoul over the argument up to its first NUL, no leading
  * space, a sign allowed ("-1" wraps), nothing after the digits, no overflow. */
-static bool scan_cursor_parse(const resp_slice *a, unsigned long long *out)
+bool scan_cursor_parse(const resp_slice *a, unsigned long long *out)
 {
 	const char *p = a->ptr, *end = a->ptr + strnlen(a->ptr, a->len);
 	unsigned long long v = 0;
@@ -629,8 +629,9 @@ void cmd_scan(client *c)
 
 static __thread uint64_t t_rng;
 
-/* xorshift64*: RANDOMKEY only needs a cheap, thread-local spread. */
-static uint64_t rng_next(void)
+/* xorshift64*: RANDOMKEY and the random collection commands only need a cheap, thread-local
+ * spread. */
+uint64_t rng_next(void)
 {
 	if (SPW_UNLIKELY(t_rng == 0))
 		t_rng = (spw_mono_ns() ^ (uint64_t)(uintptr_t)&t_rng) | 1;

@@ -15,16 +15,53 @@
  *     accumulating. The reply is written after coll_rmw returns (cmd_string.c note 3's rule).
  *  3. Redis's order: WRONGTYPE comes from the lookup, after the argument checks the command makes
  *     before it (the caller parses its arguments first). A collection left empty is deleted, as
- *     Redis does; a change keeps the key's TTL.
+ *     Redis does; a change keeps the key's TTL unless the edit asks to drop it (drop_ttl: a STORE
+ *     command's result replaces the key, as Redis's setKey).
  *  4. Pending reads: coll_read and coll_rmw are one store operation each, so HLOG_PENDING parks
  *     the client before anything changed (cmd_string.c note 8).
+ *  5. The edit buffer (coll_buf_load): one growable buffer per thread that an edit rebuilds the
+ *     payload in, so that a write allocates nothing in the steady state. coll_rmw frees it when a
+ *     big collection grew it past COLL_BUF_KEEP; a pthread key frees it when the thread exits.
  */
 #include "server/server_int.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/listpack.h"
+
+/* ---------------- the edit buffer (note 5) ---------------- */
+
+#define COLL_BUF_KEEP (1u << 20)
+
+static __thread lp_buf t_buf;
+static __thread bool t_buf_keyed;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static pthread_key_t buf_key;
+
+static void buf_destroy(void *b) { lp_buf_free(b); }
+static void buf_key_create(void) { pthread_key_create(&buf_key, buf_destroy); }
+
+int coll_buf_load(const coll_view *cur, lp_buf **out)
+{
+	static const uint8_t empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
+	const uint8_t *src = cur ? cur->p : empty;
+	size_t n = cur ? cur->used : sizeof(empty);
+
+	if (!t_buf_keyed) {
+		pthread_once(&buf_once, buf_key_create);
+		pthread_setspecific(buf_key, &t_buf);
+		t_buf_keyed = true;
+	}
+	if (lp_buf_reserve(&t_buf, n) < 0)
+		return -ENOMEM;
+	memcpy(t_buf.p, src, n);
+	t_buf.len = n;
+	*out = &t_buf;
+	return 0;
+}
 
 /* ---------------- reads ---------------- */
 
@@ -96,7 +133,7 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 		out->action = HLOG_RMW_WRITE;
 		out->rtype = HLOG_T_HEAD;
 		out->new_len = coll_value_len(e->out_len, old ? old->len : 0);
-		out->expire_ms = old ? old->expire_ms : HLOG_NO_EXPIRY;
+		out->expire_ms = old && !e->drop_ttl ? old->expire_ms : HLOG_NO_EXPIRY;
 	}
 	return 0;
 }
@@ -118,5 +155,8 @@ int coll_rmw(client *c, const resp_slice *key, coll_edit *e)
 	hlog_key k;
 	key_from_arg(&k, key);
 	e->c = c;
-	return hlog_rmw(c->w->sess, &k, &coll_ops, e);
+	int rc = hlog_rmw(c->w->sess, &k, &coll_ops, e);
+	if (t_buf.cap > COLL_BUF_KEEP)
+		lp_buf_free(&t_buf);
+	return rc;
 }

@@ -495,6 +495,7 @@ static spw_command cmd_table[] = {
 	  .since = "4.0.0", .group = "server", .complexity = "Depends on subcommand.",
 	  .summary = "A container for memory diagnostics commands",
 	  .subcommands = memory_subcommands, .nsubcommands = (int)SPW_ARRAY_LEN(memory_subcommands) },
+#include "server/cmdtab_zset.inc"
 };
 
 /* ---------------- lookup ---------------- */

@@ -608,6 +608,7 @@ struct coll_edit {
 	int type;                 /* COLL_* the command works on */
 	bool create;              /* an absent key runs fn with cur NULL (commands that add), else
 	                           * nothing runs and found stays false */
+	bool drop_ttl;            /* a write drops the key's TTL (Redis's setKey: the STORE commands) */
 	/* fn decides from cur alone (it may run more than once: coll.c note 2): it sets action, and
 	 * for COLL_WRITE enc and the new payload out/out_len (memory its caller owns, valid until
 	 * coll_rmw returns). 0, or an error that coll_rmw returns as is (SPW_E_*, -ENOMEM). */
@@ -625,11 +626,19 @@ struct coll_edit {
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
+/* For an edit's fn: the thread's edit buffer (coll.c note 5) holding a copy of cur's payload, or
+ * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */
+struct lp_buf;
+int coll_buf_load(const struct coll_view *cur, struct lp_buf **out /* out */);
 
 /* cmd_object.c */
 cmd_fn cmd_object, cmd_memory;
 /* cmd_keys.c: TYPE's name for a value ("string", "hash", ...). */
 const char *value_type_name(const hlog_value *v);
+/* cmd_keys.c: Redis's parseScanCursorOrReply rules (false: "ERR invalid cursor"), and the worker
+ * thread's cheap random numbers (RANDOMKEY, HRANDFIELD). */
+bool scan_cursor_parse(const resp_slice *a, unsigned long long *out /* out */);
+uint64_t rng_next(void);
 
 /* cmd_string.c */
 /* hlog_read for a command on strings (cmd_string.c note 9): SPW_E_WRONGTYPE, fn not called, when
@@ -646,6 +655,13 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;
+/* cmd_zset.c, cmd_zset_range.c, cmd_zset_ops.c (zset_int.h) */
+cmd_fn cmd_zadd, cmd_zincrby, cmd_zrem, cmd_zcard, cmd_zscore, cmd_zmscore, cmd_zrank, cmd_zrevrank,
+	cmd_zpopmin, cmd_zpopmax, cmd_zmpop, cmd_zremrangebyrank, cmd_zremrangebyscore,
+	cmd_zremrangebylex, cmd_zrange, cmd_zrangestore, cmd_zrevrange, cmd_zrangebyscore,
+	cmd_zrevrangebyscore, cmd_zrangebylex, cmd_zrevrangebylex, cmd_zcount, cmd_zlexcount,
+	cmd_zrandmember, cmd_zscan, cmd_zunion, cmd_zinter, cmd_zdiff, cmd_zintercard, cmd_zunionstore,
+	cmd_zinterstore, cmd_zdiffstore;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */
