@@ -51,10 +51,9 @@
 #include "coll/hash.h"
 #include "coll/listpack.h"
 
-/* TODO(wt-cfg): g_cfg.hash_max_listpack_entries / g_cfg.hash_max_listpack_value once the config
- * fields are in main; Redis 7.0's defaults until then. */
-#define HASH_MAX_LISTPACK_ENTRIES 128
-#define HASH_MAX_LISTPACK_VALUE 64
+/* hash-max-listpack-entries / -value, CONFIG SET-able (config.c note 6: relaxed loads). */
+#define HASH_MAX_LISTPACK_ENTRIES __atomic_load_n(&g_cfg.hash_max_listpack_entries, __ATOMIC_RELAXED)
+#define HASH_MAX_LISTPACK_VALUE __atomic_load_n(&g_cfg.hash_max_listpack_value, __ATOMIC_RELAXED)
 
 /* ---------------- shared helpers ---------------- */
 

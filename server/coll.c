@@ -15,7 +15,8 @@
  *     accumulating. The reply is written after coll_rmw returns (cmd_string.c note 3's rule).
  *  3. Redis's order: WRONGTYPE comes from the lookup, after the argument checks the command makes
  *     before it (the caller parses its arguments first). A collection left empty is deleted, as
- *     Redis does; a change keeps the key's TTL.
+ *     Redis does; a change keeps the key's TTL unless the edit asks to drop it (drop_ttl: a STORE
+ *     command's result replaces the key, as Redis's setKey).
  *  4. Pending reads: coll_read and coll_rmw are one store operation each, so HLOG_PENDING parks
  *     the client before anything changed (cmd_string.c note 8).
  *  5. The edit buffer (coll_buf_load): one growable buffer per thread that an edit rebuilds the
@@ -132,7 +133,7 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 		out->action = HLOG_RMW_WRITE;
 		out->rtype = HLOG_T_HEAD;
 		out->new_len = coll_value_len(e->out_len, old ? old->len : 0);
-		out->expire_ms = old ? old->expire_ms : HLOG_NO_EXPIRY;
+		out->expire_ms = old && !e->drop_ttl ? old->expire_ms : HLOG_NO_EXPIRY;
 	}
 	return 0;
 }

@@ -503,6 +503,7 @@ static spw_command cmd_table[] = {
 #include "server/cmdtab_hash.inc"
 #include "server/cmdtab_list.inc"
 #include "server/cmdtab_set.inc"
+#include "server/cmdtab_zset.inc"
 };
 
 /* ---------------- lookup ---------------- */

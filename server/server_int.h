@@ -634,6 +634,7 @@ struct coll_edit {
 	int type;                 /* COLL_* the command works on */
 	bool create;              /* an absent key runs fn with cur NULL (commands that add), else
 	                           * nothing runs and found stays false */
+	bool drop_ttl;            /* a write drops the key's TTL (Redis's setKey: the STORE commands) */
 	/* fn decides from cur alone (it may run more than once: coll.c note 2): it sets action, and
 	 * for COLL_WRITE enc and the new payload out/out_len (memory its caller owns, valid until
 	 * coll_rmw returns). 0, or an error that coll_rmw returns as is (SPW_E_*, -ENOMEM). */
@@ -695,6 +696,13 @@ cmd_fn cmd_hset, cmd_hsetnx, cmd_hget, cmd_hmget, cmd_hmset, cmd_hdel, cmd_hexis
 	cmd_hscan;
 /* cmd_dump.c */
 cmd_fn cmd_dump, cmd_restore;
+/* cmd_zset.c, cmd_zset_range.c, cmd_zset_ops.c (zset_int.h) */
+cmd_fn cmd_zadd, cmd_zincrby, cmd_zrem, cmd_zcard, cmd_zscore, cmd_zmscore, cmd_zrank, cmd_zrevrank,
+	cmd_zpopmin, cmd_zpopmax, cmd_zmpop, cmd_zremrangebyrank, cmd_zremrangebyscore,
+	cmd_zremrangebylex, cmd_zrange, cmd_zrangestore, cmd_zrevrange, cmd_zrangebyscore,
+	cmd_zrevrangebyscore, cmd_zrangebylex, cmd_zrevrangebylex, cmd_zcount, cmd_zlexcount,
+	cmd_zrandmember, cmd_zscan, cmd_zunion, cmd_zinter, cmd_zdiff, cmd_zintercard, cmd_zunionstore,
+	cmd_zinterstore, cmd_zdiffstore;
 /* cmd_client.c */
 cmd_fn cmd_client;
 /* Redis's validateClientName: printable ASCII without spaces. 0, or -EINVAL with the error replied. */

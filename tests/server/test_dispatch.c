@@ -90,6 +90,11 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"sadd", "srem", "scard", "sismember", "smismember", "smembers", "srandmember", "spop",
 		"smove", "sinter", "sintercard", "sunion", "sdiff", "sinterstore", "sunionstore",
 		"sdiffstore", "sscan",
+		"zadd", "zincrby", "zrem", "zcard", "zscore", "zmscore", "zrank", "zrevrank", "zpopmin",
+		"zpopmax", "zmpop", "zremrangebyrank", "zremrangebyscore", "zremrangebylex", "zrange",
+		"zrangestore", "zrevrange", "zrangebyscore", "zrevrangebyscore", "zrangebylex",
+		"zrevrangebylex", "zcount", "zlexcount", "zrandmember", "zscan", "zunion", "zinter", "zdiff",
+		"zintercard", "zunionstore", "zinterstore", "zdiffstore",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
