@@ -49,7 +49,8 @@ static const dump_type_ops string_ops = { .vis = &string_vis, .dump = string_dum
 
 const dump_type_ops *const dump_types[RDB_KINDS] = {
 	[RDB_KIND_STRING] = &string_ops,
-	/* [RDB_KIND_HASH] = &hash_dump_ops, ... as each type's code lands */
+	[RDB_KIND_HASH] = &dump_hash_ops,
+	[RDB_KIND_LIST] = &dump_list_ops,
 };
 
 int dump_record_kind(const hlog_value *v)
