@@ -51,6 +51,7 @@ const dump_type_ops *const dump_types[RDB_KINDS] = {
 	[RDB_KIND_STRING] = &string_ops,
 	[RDB_KIND_HASH] = &dump_hash_ops,
 	[RDB_KIND_LIST] = &dump_list_ops,
+	[RDB_KIND_SET] = &dump_set_ops,
 };
 
 int dump_record_kind(const hlog_value *v)

@@ -9,7 +9,7 @@
  *     a fresh listpack with lp_append, which stores an integer string as the narrowest int entry as
  *     lpAppend does. So the record holds exactly the bytes our commands would have built for the
  *     same content, and a listpack that redis-server wrote comes out byte for byte as it went in.
- *  2. Duplicates (hash fields) are refused as Redis 7.0 refuses them in RESTORE and in an RDB
+ *  2. Duplicates (hash fields, set members) are refused as Redis 7.0 refuses them in RESTORE and in an RDB
  *     ("ERR Bad data format"): the fields' entries are remembered by (offset, length) in the new
  *     listpack and sorted once at the end, equal neighbours meaning a duplicate: O(n log n), no
  *     extra copy of the strings. Two entries are equal exactly when their bytes are, since an
@@ -17,20 +17,26 @@
  *  3. The encoding byte follows Redis 7.0's loading rules, as probed on redis-server 7.0.15: a
  *     listpack hash (type 16) becomes a hashtable only past hash-max-listpack-entries; a plain,
  *     ziplist or zipmap hash also when a field or value is longer than hash-max-listpack-value.
- *     A list is always "quicklist" (7.0 has no listpack lists).
+ *     A list is always "quicklist" (7.0 has no listpack lists). A set is an intset when every
+ *     member is an integer and there are at most set-max-intset-entries of them, whatever it came
+ *     as (an intset past the limit, a plain set of few integers), else a listpack of its members
+ *     in the payload's order (coll/set.h's "hashtable").
  *  4. DUMP: a listpack-encoded hash is type 16 with its listpack as it is (redis-server's bytes for
  *     the same content); a hashtable-encoded one is type 4 (RDB_TYPE_HASH) with its pairs in our
  *     order, where Redis writes its dict's order (the same content, other bytes). A list is
  *     quicklist 2 with its elements cut into nodes as quicklistPushTail fills them under
  *     list-max-listpack-size (_quicklistNodeAllowInsert): the nodes of a list Redis built by RPUSH,
  *     so DUMP's bytes equal redis-server's for such a list; a list Redis built otherwise (LPUSH,
- *     LINSERT, deletions) splits elsewhere there, and RESTORE takes either.
+ *     LINSERT, deletions) splits elsewhere there, and RESTORE takes either. A set is type 11 with
+ *     its intset as it is, or type 2 with its members in our order (Redis: its dict's).
  */
 #include "server/server_int.h"
 #include "server/dump.h"
 #include "coll/coll.h"
 #include "coll/list.h"
 #include "coll/listpack.h"
+#include "coll/intset.h"
+#include "coll/set.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -311,3 +317,61 @@ static int list_dump(const hlog_value *v, rdb_buf *out)
 
 static const rdb_visitor list_vis = { .begin = build_begin, .list_elem = list_elem, .end = list_end };
 const dump_type_ops dump_list_ops = { .vis = &list_vis, .fini = build_fini, .dump = list_dump };
+
+/* ---------------- sets ---------------- */
+
+static int set_member(void *ctx, const uint8_t *p, size_t len)
+{
+	dump_build *b = ctx;
+	coll_build *cb = b->state;
+	cb->n++;
+	return build_append(cb, p, len, true);
+}
+
+/* Whether every entry of lp is an int entry (lp_append made each integer string one). */
+static bool lp_all_ints(const uint8_t *lp)
+{
+	for (const uint8_t *e = lp_first(lp); e; e = lp_next(lp, e)) {
+		lp_val v;
+		lp_get(e, &v);
+		if (!v.is_int)
+			return false;
+	}
+	return true;
+}
+
+static int set_end(void *ctx)
+{
+	dump_build *b = ctx;
+	coll_build *cb = b->state;
+	int enc = CENC_HASHTABLE, rc;
+	if (keys_have_dup(cb))
+		return SPW_E_CORRUPT;
+	/* note 3; cset_rebuild adds one by one, which is cheap only for an intset's few members */
+	if (cb->n <= g_cfg.set_max_intset_entries && lp_all_ints(cb->lp.p) &&
+	    (rc = cset_rebuild(&cb->lp, &enc, g_cfg.set_max_intset_entries)) < 0)
+		return rc;
+	return build_finish(b, cb, enc);
+}
+
+static int set_dump(const hlog_value *v, rdb_buf *out)
+{
+	coll_view cv;
+	if (!coll_parse(v->ptr, v->len, &cv))
+		return SPW_E_CORRUPT;
+	if (cv.enc == CENC_INTSET) {
+		if (!is_validate(cv.p, cv.used, false))
+			return SPW_E_CORRUPT;
+		rdb_dump_set_intset(out, cv.p, cv.used);
+		return 0;
+	}
+	if (!lp_validate(cv.p, cv.used, false, NULL, NULL))
+		return SPW_E_CORRUPT;
+	rdb_dump_set_begin(out, lp_count(cv.p));
+	for (const uint8_t *e = lp_first(cv.p); e; e = lp_next(cv.p, e))
+		write_entry(out, e);
+	return 0;
+}
+
+static const rdb_visitor set_vis = { .begin = build_begin, .set_member = set_member, .end = set_end };
+const dump_type_ops dump_set_ops = { .vis = &set_vis, .fini = build_fini, .dump = set_dump };

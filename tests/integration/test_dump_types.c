@@ -1,7 +1,7 @@
 /*
  * test_dump_types.c - DUMP and RESTORE of hashes and lists against a running redis-server 7.0 with
  * sanitize-dump-payload yes (the mode in which Redis checks a payload whole, duplicates included):
- * hostile payloads get the same error from both servers, a big one too; DUMPs of spillway's
+ * hostile payloads (hashes, sets) get the same error from both servers, a big one too; DUMPs of spillway's
  * collections past the listpack thresholds load into redis-server with the same contents and the
  * encoding Redis gives them, and back. diff/dump_types.txt covers the byte-for-byte cases.
  */
@@ -154,6 +154,20 @@ static void test_hostile_hash_payloads_are_refused_as_redis_refuses_them(void **
 	rdb_write_string(&p, zm, sizeof(zm));
 	payload_finish(&p);
 	restore_both_expect("zipmap with a duplicate field", &p, bad);
+	p.len = 0;
+
+	rdb_dump_set_begin(&p, 3);   /* a plain set {x, 7, x} */
+	rdb_dump_set_member(&p, "x", 1);
+	rdb_dump_set_member(&p, "7", 1);
+	rdb_dump_set_member(&p, "x", 1);
+	payload_finish(&p);
+	restore_both_expect("plain set with a duplicate member", &p, bad);
+	p.len = 0;
+
+	static const uint8_t is[] = { 2, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, 0 };   /* intset {1, 1} */
+	rdb_dump_set_intset(&p, is, sizeof(is));
+	payload_finish(&p);
+	restore_both_expect("intset with a duplicate member", &p, bad);
 	rdb_buf_fini(&p);
 }
 
