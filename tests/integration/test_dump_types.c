@@ -214,7 +214,7 @@ static void test_big_collections_move_both_ways(void **st)
 {
 	(void)st;
 	char f[32], v[32];
-	itest_call(&g_sc, "DEL", "h", "l", "hl", NULL);
+	free(itest_call(&g_sc, "DEL", "h", "l", "hl", NULL));
 	for (int i = 0; i < 600; i++) {
 		snprintf(f, sizeof(f), "field%d", i);
 		snprintf(v, sizeof(v), "%d", i * 31);
