@@ -3,9 +3,9 @@
  * table that turns Redis-format values into records and back (dump.h), which --import-rdb shares.
  *
  * Design notes:
- *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; a collection type's
- *     code adds its entry (one line) and its visitor builds the record's value: nothing else here
- *     changes. A kind without an entry is "not supported yet": RESTORE answers "ERR Bad data
+ *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; hashes, lists and sets
+ *     in dump_coll.c, whose visitors build the record's value: a new type adds its entry (one
+ *     line) and nothing else here changes. A kind without an entry is "not supported yet": RESTORE answers "ERR Bad data
  *     format", as Redis does for a payload it cannot load.
  *  2. RESTORE's checks come in Redis 7.0's order: options (IDLETIME and FREQ exclude each other:
  *     the second is a syntax error), BUSYKEY unless REPLACE, the TTL, the payload's version and
