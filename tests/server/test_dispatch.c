@@ -87,6 +87,9 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"hvals", "hgetall", "hincrby", "hincrbyfloat", "hrandfield", "hscan",
 		"lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen", "lindex", "lset", "lrange",
 		"ltrim", "lrem", "linsert", "lpos", "lmove", "rpoplpush", "lmpop",
+		"sadd", "srem", "scard", "sismember", "smismember", "smembers", "srandmember", "spop",
+		"smove", "sinter", "sintercard", "sunion", "sdiff", "sinterstore", "sunionstore",
+		"sdiffstore", "sscan",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
