@@ -3,9 +3,9 @@
  * table that turns Redis-format values into records and back (dump.h), which --import-rdb shares.
  *
  * Design notes:
- *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; a collection type's
- *     code adds its entry (one line) and its visitor builds the record's value: nothing else here
- *     changes. A kind without an entry is "not supported yet": RESTORE answers "ERR Bad data
+ *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; hashes, lists and sets
+ *     in dump_coll.c, whose visitors build the record's value: a new type adds its entry (one
+ *     line) and nothing else here changes. A kind without an entry is "not supported yet": RESTORE answers "ERR Bad data
  *     format", as Redis does for a payload it cannot load.
  *  2. RESTORE's checks come in Redis 7.0's order: options (IDLETIME and FREQ exclude each other:
  *     the second is a syntax error), BUSYKEY unless REPLACE, the TTL, the payload's version and
@@ -49,7 +49,9 @@ static const dump_type_ops string_ops = { .vis = &string_vis, .dump = string_dum
 
 const dump_type_ops *const dump_types[RDB_KINDS] = {
 	[RDB_KIND_STRING] = &string_ops,
-	/* [RDB_KIND_HASH] = &hash_dump_ops, ... as each type's code lands */
+	[RDB_KIND_HASH] = &dump_hash_ops,
+	[RDB_KIND_LIST] = &dump_list_ops,
+	[RDB_KIND_SET] = &dump_set_ops,
 };
 
 int dump_record_kind(const hlog_value *v)
