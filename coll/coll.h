@@ -6,14 +6,17 @@
  *   +0  u8  type      COLL_HASH, COLL_LIST, COLL_SET, COLL_ZSET; bit 7 (COLL_LARGE) reserved for
  *                     the large layout (a head with parts), which no code writes yet
  *   +1  u8  enc       what OBJECT ENCODING answers (CENC_*), moved by Redis 7.0's rules
- *   +2  u16 0         reserved
+ *   +2  u8  flags     COLL_F_COUNT: a u32 entry count (little-endian) follows the payload, at
+ *                     +8+used: a list keeps its length there once its listpack's count says
+ *                     unknown (65535), so that LLEN and a push's reply need no walk
+ *   +3  u8  0         reserved
  *   +4  u32 used      bytes of the payload in use (little-endian)
  *   +8  payload       hash, zset: a listpack (field, value / member, score pairs); list: one
  *                     listpack; set: an intset (CENC_INTSET) or a listpack of members
  *
  * The record's value may be longer than 8 + used: the rest is capacity, so that a change that
  * grows the collection a little stays in place in the mutable region (same rounded record size,
- * log/ops.c note 3). Everything past 8 + used is ignored.
+ * log/ops.c note 3). Everything past 8 + used (and the count, when the flag says so) is ignored.
  */
 #ifndef SPW_COLL_H
 #define SPW_COLL_H
@@ -23,18 +26,23 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "coll/listpack.h"
+
 enum { COLL_HASH = 1, COLL_LIST = 2, COLL_SET = 3, COLL_ZSET = 4 };
 #define COLL_LARGE 0x80u
 /* Redis's object encodings, as OBJECT ENCODING names them. */
 enum { CENC_LISTPACK = 1, CENC_INTSET = 2, CENC_QUICKLIST = 3, CENC_HASHTABLE = 4, CENC_SKIPLIST = 5 };
 
 #define COLL_HDR 8u
+#define COLL_F_COUNT 0x01u
+#define COLL_COUNT_BYTES 4u
 
 typedef struct coll_view {
 	int type;                 /* COLL_* */
 	int enc;                  /* CENC_* */
 	const uint8_t *p;         /* the payload */
 	size_t used;
+	int64_t count;            /* the entry count after the payload (COLL_F_COUNT), or -1 */
 } coll_view;
 
 /* Parse a collection record's value. false when it is not one (too short, bad type or encoding,
@@ -43,7 +51,7 @@ static inline bool coll_parse(const uint8_t *v, size_t len, coll_view *out)
 {
 	if (len < COLL_HDR)
 		return false;
-	uint32_t used = (uint32_t)v[4] | (uint32_t)v[5] << 8 | (uint32_t)v[6] << 16 | (uint32_t)v[7] << 24;
+	uint32_t used = lp_u32(v + 4);
 	if (v[0] < COLL_HASH || v[0] > COLL_ZSET || v[1] < CENC_LISTPACK || v[1] > CENC_SKIPLIST ||
 	    used > len - COLL_HDR)
 		return false;
@@ -51,6 +59,12 @@ static inline bool coll_parse(const uint8_t *v, size_t len, coll_view *out)
 	out->enc = v[1];
 	out->p = v + COLL_HDR;
 	out->used = used;
+	out->count = -1;
+	if (v[2] & COLL_F_COUNT) {
+		if (len - COLL_HDR - used < COLL_COUNT_BYTES)
+			return false;
+		out->count = lp_u32(out->p + used);
+	}
 	return true;
 }
 
@@ -59,20 +73,30 @@ static inline void coll_hdr_write(uint8_t *dst, int type, int enc, size_t used)
 	dst[0] = (uint8_t)type;
 	dst[1] = (uint8_t)enc;
 	dst[2] = dst[3] = 0;
-	dst[4] = (uint8_t)used;
-	dst[5] = (uint8_t)(used >> 8);
-	dst[6] = (uint8_t)(used >> 16);
-	dst[7] = (uint8_t)(used >> 24);
+	lp_u32_write(dst + 4, (uint32_t)used);
 }
 
-/* The value length to write for a payload of used bytes, given the current value length (0 when
- * new): the current one while the payload fits and fills at least half of it, else used plus an
- * eighth, at least 64 bytes of payload. */
+/* The entries of a listpack payload (not an intset): the listpack's count while it is below
+ * 65535, else the one after the payload (COLL_F_COUNT), else a walk of the entries. */
+static inline uint32_t coll_lp_count(const coll_view *v)
+{
+	uint32_t n = (uint32_t)v->p[4] | (uint32_t)v->p[5] << 8;
+	if (n != LP_COUNT_UNKNOWN)
+		return n;
+	return v->count >= 0 ? (uint32_t)v->count : lp_count(v->p);
+}
+
+/* The value length to write for a payload of used bytes (the count after it included), given the
+ * current value length (0 when new): the current one while the payload fits and fills at least
+ * half of it, else used plus a quarter, at least 64 bytes of payload. The quarter is room for
+ * in-place changes: a record that keeps its length is rewritten where it lies while it is
+ * mutable, so a collection growing by pushes is copied once per quarter of its size (amortized
+ * four bytes copied per byte added) and changed in place in between. */
 static inline size_t coll_value_len(size_t used, size_t cur_len)
 {
 	if (cur_len >= COLL_HDR && used <= cur_len - COLL_HDR && used * 2 >= cur_len - COLL_HDR)
 		return cur_len;
-	size_t cap = used + used / 8;
+	size_t cap = used + used / 4;
 	return COLL_HDR + (cap < 64 ? 64 : cap);
 }
 

@@ -20,6 +20,13 @@
  *     buffer itself (moving an element inside one listpack) is copied before the move.
  *  4. The buffer never shrinks on deletion (Redis's lpShrinkToFit is an allocator detail: the
  *     bytes are the same); the record writer copies len bytes.
+ *  5. Planned edits (lp_edit) are the same splices split in two halves, so that a collection
+ *     record can be changed where it lies: the plan reads the old bytes and encodes the new
+ *     entries (lp_entry_encode: ent_from_str's choice), the apply writes them, either as one copy
+ *     of the old bytes with the change, or over the old bytes moving only the kept runs that
+ *     shift. Two splices are enough for every edit at the ends (a push or pop: one; a rotation
+ *     of one list: a removal at one end and an insertion at the other). The header's count moves
+ *     per splice in the order the plan added them, as the sequence of lp_* writes would move it.
  */
 #include "coll/listpack.h"
 
@@ -42,18 +49,8 @@
 #define ENC_MAX_HDR 9
 #define BACKLEN_MAX 5
 
-static inline uint32_t rd_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline void wr_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
+#define rd_u32 lp_u32
+#define wr_u32 lp_u32_write
 
 static inline uint32_t hdr_count(const uint8_t *lp) { return (uint32_t)lp[4] | (uint32_t)lp[5] << 8; }
 
@@ -613,4 +610,97 @@ int lp_delete_range_index(lp_buf *b, long start, size_t count)
 	const uint8_t *p = count ? lp_seek(b->p, start) : NULL;
 
 	return p ? lp_delete_range(b, lp_off(b, p), count) : 0;
+}
+
+/* ---- planned edits (note 5) ---- */
+
+size_t lp_entry_size(const uint8_t *p) { return (size_t)entry_total(p); }
+
+size_t lp_entry_encode(uint8_t *out, const void *s, size_t len)
+{
+	struct lp_ent e;
+	ent_from_str(&e, s, len);
+	size_t body = e.hlen + e.dlen, bl = backlen_size(body);
+	memcpy(out, e.hdr, e.hlen);
+	if (e.dlen)
+		memcpy(out + e.hlen, e.data, e.dlen);
+	backlen_write(out + body, body, bl);
+	return body + bl;
+}
+
+void lp_edit_init(lp_edit *e, const uint8_t *lp)
+{
+	e->n = 0;
+	e->old_len = e->new_len = rd_u32(lp);
+	e->count = hdr_count(lp);
+}
+
+int lp_edit_splice(lp_edit *e, size_t off, size_t del, const uint8_t *ins, size_t ins_len, long dcount)
+{
+	lp_span sp = { off, del, ins, ins_len };
+	size_t nlen = e->new_len - del + ins_len;
+
+	if (nlen > LP_MAX_BYTES)
+		return -E2BIG;
+	if (e->n == 1 && (off < e->s[0].off || (off == e->s[0].off && del == 0))) {
+		e->s[1] = e->s[0];
+		e->s[0] = sp;
+	} else {
+		e->s[e->n] = sp;
+	}
+	e->n++;
+	e->new_len = nlen;
+	if (e->count != LP_COUNT_UNKNOWN) {
+		long c = (long)e->count + dcount;
+		e->count = c >= (long)LP_COUNT_UNKNOWN ? LP_COUNT_UNKNOWN : (uint32_t)c;
+	}
+	return 0;
+}
+
+/* In place: the kept run [from, to) of the old bytes moves by shift. */
+static inline void run_move(uint8_t *p, size_t from, size_t to, long shift)
+{
+	if (shift && to > from)
+		memmove(p + (long)from + shift, p + from, to - from);
+}
+
+void lp_edit_apply(const lp_edit *e, const uint8_t *old, uint8_t *dst, bool in_place)
+{
+	const lp_span *a = &e->s[0], *b = &e->s[1];
+
+	if (!in_place) {
+		size_t pos = 0, at = 0;
+		for (int i = 0; i < e->n; i++) {
+			memcpy(dst + at, old + pos, e->s[i].off - pos);
+			at += e->s[i].off - pos;
+			if (e->s[i].ins_len)
+				memcpy(dst + at, e->s[i].ins, e->s[i].ins_len);
+			at += e->s[i].ins_len;
+			pos = e->s[i].off + e->s[i].del;
+		}
+		memcpy(dst + at, old + pos, e->old_len - pos);
+	} else if (e->n == 1) {
+		run_move(dst, a->off + a->del, e->old_len, (long)a->ins_len - (long)a->del);
+		if (a->ins_len)
+			memcpy(dst + a->off, a->ins, a->ins_len);
+	} else if (e->n == 2) {
+		/* The run between the splices moves by d1, the run after both by d1 + d2. When the
+		 * middle run moves right the last one goes first (its destination starts at
+		 * b->off + d1 + b->ins_len > b->off, past the middle run's source); when it moves left
+		 * (or stays) it goes first (its destination ends at b->off + d1 <= b->off, before the
+		 * last run's source). */
+		long d1 = (long)a->ins_len - (long)a->del, d2 = (long)b->ins_len - (long)b->del;
+		if (d1 > 0) {
+			run_move(dst, b->off + b->del, e->old_len, d1 + d2);
+			run_move(dst, a->off + a->del, b->off, d1);
+		} else {
+			run_move(dst, a->off + a->del, b->off, d1);
+			run_move(dst, b->off + b->del, e->old_len, d1 + d2);
+		}
+		if (a->ins_len)
+			memcpy(dst + a->off, a->ins, a->ins_len);
+		if (b->ins_len)
+			memcpy(dst + (long)b->off + d1, b->ins, b->ins_len);
+	}
+	set_hdr(dst, (uint32_t)e->new_len, e->count);
 }

@@ -44,6 +44,20 @@
 
 enum { LP_BEFORE = 0, LP_AFTER = 1 };
 
+/* A little-endian u32 (the header's total bytes; coll/coll.h's fields too). */
+static inline uint32_t lp_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void lp_u32_write(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
 /* A growable buffer: p[0..len) is the structure (a listpack, or an intset: intset.h shares it),
  * cap the allocation. Owned by the caller; lp_buf_free releases p. */
 typedef struct lp_buf {
@@ -130,5 +144,42 @@ int lp_delete_range(lp_buf *b, size_t off, size_t count);
 /* Delete up to count entries from index start (negative from the end, as lpDeleteRange); an
  * index out of range deletes nothing. Returns how many went. */
 int lp_delete_range_index(lp_buf *b, long start, size_t count);
+
+/* ---- planned edits: a change written from the old bytes, in place or as one copy ---- */
+
+/*
+ * An edit of up to two splices of a listpack (listpack.c note 5): each replaces del bytes at an
+ * offset of the old listpack with ins_len bytes of encoded entries (lp_entry_encode). Planned from
+ * the old bytes alone, then written by lp_edit_apply over them (in place) or into another buffer
+ * (one copy), the result being the bytes the lp_* writes above build for the same change. ins
+ * must not point into the old listpack (in place it is overwritten).
+ */
+typedef struct lp_span {
+	size_t off, del;
+	const uint8_t *ins;
+	size_t ins_len;
+} lp_span;
+typedef struct lp_edit {
+	lp_span s[2];           /* by offset; the second starts at or after the first's end */
+	int n;
+	size_t old_len, new_len;  /* total bytes before and after */
+	uint32_t count;           /* the header's count after (65535: unknown) */
+} lp_edit;
+
+/* Bytes of the entry at p, backlen included. */
+size_t lp_entry_size(const uint8_t *p);
+/* Encode s as lp_append stores it (an int when string2ll takes it) at out, which needs
+ * len + LP_ENTRY_EXTRA bytes; returns the bytes written. */
+#define LP_ENTRY_EXTRA 10
+size_t lp_entry_encode(uint8_t *out, const void *s, size_t len);
+/* An edit that changes nothing yet, of the listpack lp. */
+void lp_edit_init(lp_edit *e, const uint8_t *lp);
+/* Add a splice at off (an offset of the old listpack) that adds dcount entries (negative:
+ * removes), the header's count moving as the lp_* writes move it (sticky at 65535), in the order
+ * of the calls. With two at one offset the pure insertion goes first. 0, or -E2BIG past 4 GiB. */
+int lp_edit_splice(lp_edit *e, size_t off, size_t del, const uint8_t *ins, size_t ins_len, long dcount);
+/* Write the edited listpack: from old into dst (not overlapping), or with in_place (dst == old)
+ * by moving only what must move (an edit at the end moves the end marker alone). */
+void lp_edit_apply(const lp_edit *e, const uint8_t *old, uint8_t *dst, bool in_place);
 
 #endif

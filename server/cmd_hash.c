@@ -39,6 +39,12 @@
  *     client before anything changed (coll.c note 4) and the re-run starts over.
  *  8. The stored listpack is checked shallowly (lp_validate without deep: header, length, end
  *     marker) before it is walked; records come from this server and the log checks them.
+ *  9. Writes of one field are patched (coll.c note 6), not rebuilt: HSET and HMSET of one pair,
+ *     HSETNX, HINCRBY, HINCRBYFLOAT and HDEL of one field plan one listpack edit (hash_patch_set,
+ *     hdel_edit): a new field's pair appended at the end (in place: written over the end marker),
+ *     a value replaced where it stands (in place and of the same encoded size: only its bytes
+ *     written), a pair removed. Several pairs or fields in one command build the listpack in the
+ *     edit buffer as note 4 says, since each change moves the offsets of the next.
  */
 #include "server/server_int.h"
 
@@ -144,11 +150,47 @@ static bool hash_edit(client *c, int (*fn)(coll_edit *, const coll_view *), void
 
 static inline bool hash_too_long(size_t len) { return len > HASH_MAX_LISTPACK_VALUE; }
 
+static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
+
+/* Note 9: plan setting field f to v in cur (NULL: a new hash) as the edit pe, encoding enc moving
+ * by note 2's entries rule. 1 when the field is added, 0 when its value is replaced, or an
+ * error. The new entries are encoded in the worker's scratch. */
+static int hash_patch_set(coll_edit *e, const coll_view *cur, const resp_slice *f, const void *v,
+	size_t vlen, int enc, lp_edit *pe)
+{
+	const uint8_t *lp = cur ? cur->p : lp_empty, *vp;
+	uint8_t *s;
+	size_t n;
+	int rc;
+
+	if (cur && !hash_payload_ok(cur))
+		return SPW_E_CORRUPT;
+	if (!(s = worker_scratch(e->c->w, f->len + vlen + 2 * LP_ENTRY_EXTRA)))
+		return -ENOMEM;
+	lp_edit_init(pe, lp);
+	if ((vp = hash_lp_value(lp, f->ptr, f->len))) {
+		n = lp_entry_encode(s, v, vlen);
+		rc = lp_edit_splice(pe, (size_t)(vp - lp), lp_entry_size(vp), s, n, 0);
+	} else {
+		n = lp_entry_encode(s, f->ptr, f->len);
+		n += lp_entry_encode(s + n, v, vlen);
+		rc = lp_edit_splice(pe, lp_bytes(lp) - 1, 0, s, n, 2);
+	}
+	if (rc < 0)
+		return rc;
+	/* A listpack-encoded hash has at most 128 fields, so its count is known (no walk). */
+	if (enc == CENC_LISTPACK && hash_lp_len(lp) + !vp > HASH_MAX_LISTPACK_ENTRIES)
+		enc = CENC_HASHTABLE;
+	coll_write_lp(e, enc, pe);
+	return !vp;
+}
+
 /* ---------------- HSET, HMSET, HSETNX ---------------- */
 
 struct hset_ctx {
 	bool long_arg;             /* a field or value past hash-max-listpack-value (note 2) */
 	long long added;           /* out */
+	lp_edit pe;                /* one pair: the planned edit (note 9) */
 };
 
 static int hset_edit(coll_edit *e, const coll_view *cur)
@@ -158,10 +200,16 @@ static int hset_edit(coll_edit *e, const coll_view *cur)
 	int enc = cur ? cur->enc : CENC_LISTPACK, rc;
 	lp_buf *b;
 
-	if ((rc = hash_load(cur, &b)) < 0)
-		return rc;
 	if (x->long_arg)
 		enc = CENC_HASHTABLE;
+	if (e->c->argc == 4) {
+		if ((rc = hash_patch_set(e, cur, &a[2], a[3].ptr, a[3].len, enc, &x->pe)) < 0)
+			return rc;
+		x->added = rc;
+		return 0;
+	}
+	if ((rc = hash_load(cur, &b)) < 0)
+		return rc;
 	x->added = 0;
 	for (int i = 2; i + 1 < e->c->argc; i += 2) {
 		if ((rc = hash_lp_set(b, a[i].ptr, a[i].len, a[i + 1].ptr, a[i + 1].len)) < 0)
@@ -174,7 +222,7 @@ static int hset_edit(coll_edit *e, const coll_view *cur)
 /* HSET and HMSET: the same edit; HSET answers how many fields were added, HMSET OK. */
 static void hset_generic(client *c, bool hmset)
 {
-	struct hset_ctx x = { false, 0 };
+	struct hset_ctx x = { .long_arg = false };
 
 	if (c->argc % 2 == 1) {
 		reply_err_arity(c);
@@ -198,7 +246,6 @@ static int hsetnx_edit(coll_edit *e, const coll_view *cur)
 	struct hset_ctx *x = e->arg;
 	const resp_slice *f = &e->c->argv[2], *v = &e->c->argv[3];
 	int enc = cur ? cur->enc : CENC_LISTPACK, rc;
-	lp_buf *b;
 
 	x->added = 0;
 	if (cur && !hash_payload_ok(cur))
@@ -207,35 +254,72 @@ static int hsetnx_edit(coll_edit *e, const coll_view *cur)
 		e->action = COLL_KEEP;
 		return 0;
 	}
-	if ((rc = hash_load(cur, &b)) < 0 || (rc = hash_lp_set(b, f->ptr, f->len, v->ptr, v->len)) < 0)
-		return rc;
-	x->added = 1;
 	if (hash_too_long(f->len) || hash_too_long(v->len))
 		enc = CENC_HASHTABLE;
-	return hash_store(e, b, enc);
+	if ((rc = hash_patch_set(e, cur, f, v->ptr, v->len, enc, &x->pe)) < 0)
+		return rc;
+	x->added = 1;
+	return 0;
 }
 
 void cmd_hsetnx(client *c)
 {
-	struct hset_ctx x = { false, 0 };
+	struct hset_ctx x = { .long_arg = false };
 	if (hash_edit(c, hsetnx_edit, &x, true))
 		reply_int(c, x.added);
 }
 
 /* ---------------- HDEL ---------------- */
 
+struct hdel_ctx {
+	long long deleted;         /* out */
+	lp_edit pe;                /* one field: the planned edit (note 9) */
+};
+
+/* One field: its pair removed by a planned edit (note 9); the last one deletes the hash. */
+static int hdel_one(coll_edit *e, const coll_view *cur, struct hdel_ctx *x)
+{
+	const resp_slice *f = &e->c->argv[2];
+	const uint8_t *p = lp_first(cur->p);
+	size_t n;
+	int rc;
+
+	if (p)
+		p = lp_find(cur->p, p, f->ptr, f->len, 1);
+	if (!p) {
+		e->action = COLL_KEEP;
+		return 0;
+	}
+	x->deleted = 1;
+	if (hash_lp_len(cur->p) == 1) {
+		e->action = COLL_DELETE;
+		return 0;
+	}
+	n = lp_entry_size(p);
+	n += lp_entry_size(p + n);
+	lp_edit_init(&x->pe, cur->p);
+	if ((rc = lp_edit_splice(&x->pe, (size_t)(p - cur->p), n, NULL, 0, -2)) < 0)
+		return rc;
+	coll_write_lp(e, cur->enc, &x->pe);
+	return 0;
+}
+
 static int hdel_edit(coll_edit *e, const coll_view *cur)
 {
-	long long *deleted = e->arg;
+	struct hdel_ctx *x = e->arg;
 	lp_buf *b;
 	int rc;
 
-	*deleted = 0;
+	x->deleted = 0;
+	if (!hash_payload_ok(cur))
+		return SPW_E_CORRUPT;
+	if (e->c->argc == 3)
+		return hdel_one(e, cur, x);
 	if ((rc = hash_load(cur, &b)) < 0)
 		return rc;
 	for (int i = 2; i < e->c->argc; i++)
-		*deleted += hash_lp_del(b, e->c->argv[i].ptr, e->c->argv[i].len);
-	if (*deleted == 0) {
+		x->deleted += hash_lp_del(b, e->c->argv[i].ptr, e->c->argv[i].len);
+	if (x->deleted == 0) {
 		e->action = COLL_KEEP;
 		return 0;
 	}
@@ -245,14 +329,15 @@ static int hdel_edit(coll_edit *e, const coll_view *cur)
 /* A write lookup in Redis (lookupKeyWriteOrReply): a missing key answers 0, no hit or miss. */
 void cmd_hdel(client *c)
 {
-	long long deleted = 0;
-	if (hash_edit(c, hdel_edit, &deleted, false))
-		reply_int(c, deleted);
+	struct hdel_ctx x = { .deleted = 0 };
+	if (hash_edit(c, hdel_edit, &x, false))
+		reply_int(c, x.deleted);
 }
 
 /* ---------------- HINCRBY, HINCRBYFLOAT ---------------- */
 
 struct hincr_ctx {
+	lp_edit pe;                /* the planned edit (note 9) */
 	long long incr;
 	long double fincr;
 	const char *err;           /* out: an error about the stored value (note 4) */
@@ -281,14 +366,13 @@ static int hincr_current(const coll_view *cur, const resp_slice *f, lp_val *v /*
 static int hincr_store(coll_edit *e, const coll_view *cur, const char *val, size_t vlen)
 {
 	const resp_slice *f = &e->c->argv[2];
+	struct hincr_ctx *x = e->arg;
 	int enc = cur ? cur->enc : CENC_LISTPACK, rc;
-	lp_buf *b;
 
-	if ((rc = hash_load(cur, &b)) < 0 || (rc = hash_lp_set(b, f->ptr, f->len, val, vlen)) < 0)
-		return rc;
 	if (hash_too_long(f->len) || hash_too_long(vlen))
 		enc = CENC_HASHTABLE;
-	return hash_store(e, b, enc);
+	rc = hash_patch_set(e, cur, f, val, vlen, enc, &x->pe);
+	return rc < 0 ? rc : 0;
 }
 
 static int hincrby_edit(coll_edit *e, const coll_view *cur)

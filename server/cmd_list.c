@@ -14,13 +14,18 @@
  *     count and LMPOP answer a null array (RESP2 *-1, RESP3 _) for nothing, without a count a null
  *     bulk. Reads count keyspace hits and misses where Redis's lookupKeyRead does (LLEN, LINDEX,
  *     LRANGE, LPOS); write lookups do not.
- *  3. Writes are one coll_rmw each (coll.c note 2). The edit builds the new listpack in the
- *     worker's scratch (no allocation once the scratch has grown): list_work copies the current
- *     payload there with room for what the command adds, bounded by LIST_ENTRY_EXTRA per element,
- *     so the listpack writes never reallocate memory they do not own. What the reply needs from the
- *     old value (popped elements, LMOVE's element) is copied into the scratch too, since the record
- *     may not be read after coll_rmw returns; the edit may run more than once and rebuilds all of
- *     it each time.
+ *  3. Writes are one coll_rmw each (coll.c note 2). The ends of a list are patched (coll.c note
+ *     6): pushes, pops, LMOVE's and RPOPLPUSH's pop and push plan one listpack edit (coll/listpack.h
+ *     lp_edit) with the new entries encoded in the worker's scratch, and the store writes it where
+ *     the record lies when it can: O(pushed or popped bytes) at the tail, one move of the payload
+ *     at the head, and one copy of the list when the record must move. A list's length is
+ *     never counted by a walk for their replies (coll.c note 7). The other writes (LSET LTRIM LREM
+ *     LINSERT) build the new listpack in the scratch (no allocation once it has grown): list_work
+ *     copies the current payload there with room for what the command adds, bounded by
+ *     LIST_ENTRY_EXTRA per element, so the listpack writes never reallocate memory they do not
+ *     own. What the reply needs from the old value (popped elements, LMOVE's element) is copied
+ *     into the scratch too, since the record may not be read after coll_rmw returns; the edit may
+ *     run more than once and plans or rebuilds all of it each time.
  *  4. LMOVE and RPOPLPUSH: with one key (source = destination) the move is one coll_rmw, a
  *     rotation. With two they are three store operations, not atomic across worker threads in
  *     this version (as MSET, cmd_string.c note 7): read the source's end element (nil when the
@@ -90,9 +95,8 @@ static int arg_side(client *c, const resp_slice *a)
 	return -1;
 }
 
-/* Note 3: a copy of cur (or an empty listpack) in the worker's scratch after keep bytes the
- * command put there, with extra bytes free. */
-static int list_work(coll_edit *e, const coll_view *cur, size_t keep, size_t extra, lp_buf *b /* out */)
+/* Note 3: a copy of cur (or an empty listpack) in the worker's scratch, with extra bytes free. */
+static int list_work(coll_edit *e, const coll_view *cur, size_t extra, lp_buf *b /* out */)
 {
 	const uint8_t *src = cur ? cur->p : lp_empty;
 	size_t used = cur ? cur->used : LP_EMPTY_BYTES;
@@ -100,9 +104,9 @@ static int list_work(coll_edit *e, const coll_view *cur, size_t keep, size_t ext
 
 	if (cur && !list_ok(cur))
 		return SPW_E_CORRUPT;
-	if (!(s = worker_scratch(e->c->w, keep + used + extra)))
+	if (!(s = worker_scratch(e->c->w, used + extra)))
 		return -ENOMEM;
-	b->p = s + keep;
+	b->p = s;
 	b->cap = used + extra;
 	b->len = used;
 	memcpy(b->p, src, used);
@@ -132,38 +136,51 @@ struct push_ctx {
 	                           * vlen bytes of the scratch (LMOVE, note 4) */
 	size_t vlen;
 	long long len;            /* out: the list's length after */
+	lp_edit pe;               /* the planned edit (note 3) */
 };
 
+/* Note 3: the new entries, encoded in the scratch (after LMOVE's element), go in at one end in
+ * one splice: in place an RPUSH writes them over the end marker, an LPUSH moves the payload once. */
 static int push_fn(coll_edit *e, const coll_view *cur)
 {
 	struct push_ctx *x = e->arg;
 	client *c = e->c;
-	size_t extra = x->first ? 0 : x->vlen + LIST_ENTRY_EXTRA, keep = x->first ? 0 : x->vlen;
-	lp_buf b;
+	const uint8_t *lp = cur ? cur->p : lp_empty;
+	size_t used = cur ? cur->used : LP_EMPTY_BYTES, keep = x->first ? 0 : x->vlen;
+	size_t need = x->vlen + LP_ENTRY_EXTRA, at = 0;
+	long n = x->first ? c->argc - x->first : 1;
+	uint8_t *s, *ins;
 	int rc;
 
+	if (cur && !list_ok(cur))
+		return SPW_E_CORRUPT;
+	if (x->first)
+		need = 0;
 	for (int j = x->first; x->first && j < c->argc; j++)
-		extra += c->argv[j].len + LIST_ENTRY_EXTRA;
-	if ((rc = list_work(e, cur, keep, extra, &b)) < 0)
-		return rc;
-	if (!x->first) {
-		const uint8_t *v = b.p - keep;   /* outside b: the listpack copies nothing first */
-		rc = x->left ? lp_prepend(&b, v, x->vlen) : lp_append(&b, v, x->vlen);
+		need += c->argv[j].len + LP_ENTRY_EXTRA;
+	if (!(s = worker_scratch(c->w, keep + need)))
+		return -ENOMEM;
+	ins = s + keep;
+	if (!x->first)
+		at = lp_entry_encode(ins, s, x->vlen);
+	for (long i = 0; x->first && i < n; i++) {
+		/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
+		const resp_slice *a = &c->argv[x->left ? c->argc - 1 - i : x->first + i];
+		at += lp_entry_encode(ins + at, a->ptr, a->len);
 	}
-	for (int j = x->first; x->first && j < c->argc && rc >= 0; j++)
-		rc = x->left ? lp_prepend(&b, c->argv[j].ptr, c->argv[j].len)
-		             : lp_append(&b, c->argv[j].ptr, c->argv[j].len);
-	if (rc < 0)
+	lp_edit_init(&x->pe, lp);
+	if ((rc = lp_edit_splice(&x->pe, x->left ? LP_HDR_SIZE : used - 1, 0, ins, at, n)) < 0)
 		return rc;
-	x->len = lp_count(b.p);
-	list_out(e, b.p, b.len);
+	x->len = (cur ? coll_lp_count(cur) : 0) + n;
+	e->count = (uint32_t)x->len;
+	coll_write_lp(e, CENC_QUICKLIST, &x->pe);
 	return 0;
 }
 
 /* xx: LPUSHX / RPUSHX, only onto an existing list (0 when there is none). */
 static void push_generic(client *c, bool left, bool xx)
 {
-	struct push_ctx x = { left, 2, 0, 0 };
+	struct push_ctx x = { .left = left, .first = 2 };
 	coll_edit e = { .type = COLL_LIST, .create = !xx, .fn = push_fn, .arg = &x };
 	if (!reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		reply_int(c, x.len);
@@ -182,17 +199,19 @@ struct pop_ctx {
 	size_t keep;              /* scratch bytes before the edit's (LMOVE's element) */
 	long n;                   /* out: elements popped */
 	const uint8_t *popped;    /* out: a listpack of them, in list order, in the scratch */
+	lp_edit pe;               /* the planned edit (note 3) */
 };
 
-/* The new list and the popped elements are both runs of the old one (coll/list.c note 3). Only
- * the popped end is walked, so a pop costs one copy of the list, not a count of it. */
+/* The popped elements are a run of the old list (coll/list.c note 3), copied out for the reply;
+ * the new list is the old one less that run, one splice (note 3). Only the popped end is walked,
+ * so a pop costs O(popped bytes) at the tail and one move of the payload at the head. */
 static int pop_fn(coll_edit *e, const coll_view *cur)
 {
 	struct pop_ctx *x = e->arg;
-	const uint8_t *lp = cur->p, *p, *edge, *eof;
-	uint32_t n;
+	const uint8_t *lp = cur->p, *p, *edge, *a, *end;
 	uint8_t *s;
 	long k = 0;
+	int rc;
 
 	if (!list_ok(cur))
 		return SPW_E_CORRUPT;
@@ -206,24 +225,22 @@ static int pop_fn(coll_edit *e, const coll_view *cur)
 	}
 	if (k == 0)
 		return 0;
-	if (!(s = worker_scratch(e->c->w, x->keep + 2 * cur->used)))
+	a = x->left ? lp_first(lp) : edge;
+	end = x->left && p ? p : lp + cur->used - 1;
+	if (!(s = worker_scratch(e->c->w, x->keep + LP_EMPTY_BYTES + (size_t)(end - a))))
 		return -ENOMEM;
-	s += x->keep;
 	x->n = k;
-	x->popped = s + cur->used;
-	eof = lp + cur->used - 1;
-	n = (uint32_t)lp[4] | (uint32_t)lp[5] << 8;   /* list_run writes "unknown" when it is */
-	if (x->left) {
-		list_run(s + cur->used, lp, lp_first(lp), p ? p : eof, (uint32_t)k);
-		if (p)
-			list_out(e, s, list_run(s, lp, p, eof, n - (uint32_t)k));
-	} else {
-		list_run(s + cur->used, lp, edge, eof, (uint32_t)k);
-		if (p)
-			list_out(e, s, list_run(s, lp, lp_first(lp), edge, n - (uint32_t)k));
+	x->popped = s + x->keep;
+	list_run(s + x->keep, lp, a, end, (uint32_t)k);
+	if (!p) {
+		e->action = COLL_DELETE;
+		return 0;
 	}
-	if (!p)
-		list_out(e, lp_empty, LP_EMPTY_BYTES);
+	lp_edit_init(&x->pe, lp);
+	if ((rc = lp_edit_splice(&x->pe, (size_t)(a - lp), (size_t)(end - a), NULL, 0, -k)) < 0)
+		return rc;
+	e->count = coll_lp_count(cur) - (uint32_t)k;
+	coll_write_lp(e, CENC_QUICKLIST, &x->pe);
 	return 0;
 }
 
@@ -293,7 +310,7 @@ static void llen_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 {
 	struct read_ctx *x = ctx;
 	(void)rec;
-	x->n = list_ok(v) ? (long long)lp_count(v->p) : -1;
+	x->n = list_ok(v) ? (long long)coll_lp_count(v) : -1;
 }
 
 void cmd_llen(client *c)
@@ -340,7 +357,7 @@ static void lrange_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 	(void)rec;
 	if (!list_ok(v))
 		reply_err_store(x->c, SPW_E_CORRUPT);
-	else if (!list_range((long)lp_count(v->p), (long)x->a, (long)x->b, &from, &to))
+	else if (!list_range((long)coll_lp_count(v), (long)x->a, (long)x->b, &from, &to))
 		resp_write_array_len(&x->c->out, 0);
 	else
 		reply_entries(x->c, v->p, lp_seek(v->p, from), to - from + 1, false);
@@ -379,7 +396,7 @@ static int lset_fn(coll_edit *e, const coll_view *cur)
 	e->action = COLL_KEEP;
 	if (!x->arg_ok)
 		return 0;
-	if ((rc = list_work(e, cur, 0, val->len + LIST_ENTRY_EXTRA, &b)) < 0)
+	if ((rc = list_work(e, cur, val->len + LIST_ENTRY_EXTRA, &b)) < 0)
 		return rc;
 	if ((rc = list_set(&b, (long)x->a, val->ptr, val->len)) <= 0)
 		return rc;
@@ -414,7 +431,7 @@ static int ltrim_fn(coll_edit *e, const coll_view *cur)
 
 	if (!list_ok(cur))
 		return SPW_E_CORRUPT;
-	llen = (long)lp_count(cur->p);
+	llen = (long)coll_lp_count(cur);
 	if (!list_range(llen, (long)x->a, (long)x->b, &from, &to)) {
 		list_out(e, lp_empty, LP_EMPTY_BYTES);
 		return 0;
@@ -447,7 +464,7 @@ static int lrem_fn(coll_edit *e, const coll_view *cur)
 	lp_buf b;
 	int rc;
 
-	if ((rc = list_work(e, cur, 0, 0, &b)) < 0)
+	if ((rc = list_work(e, cur, 0, &b)) < 0)
 		return rc;
 	x->result = list_rem(&b, (long)x->a, val->ptr, val->len);
 	if (x->result)
@@ -478,11 +495,12 @@ static int linsert_fn(coll_edit *e, const coll_view *cur)
 
 	x->result = -1;
 	e->action = COLL_KEEP;
-	if ((rc = list_work(e, cur, 0, val->len + LIST_ENTRY_EXTRA, &b)) < 0)
+	if ((rc = list_work(e, cur, val->len + LIST_ENTRY_EXTRA, &b)) < 0)
 		return rc;
 	if ((rc = list_insert(&b, x->where, pivot->ptr, pivot->len, val->ptr, val->len)) <= 0)
 		return rc;
-	x->result = lp_count(b.p);
+	x->result = coll_lp_count(cur) + 1;
+	e->count = (uint32_t)x->result;
 	list_out(e, b.p, b.len);
 	return 0;
 }
@@ -592,6 +610,7 @@ struct move_ctx {
 	bool found;               /* out: the source has an element, */
 	size_t vlen;              /* the scratch's first vlen bytes (note 4) */
 	int rc;
+	lp_edit pe;               /* rotate_fn's planned edit */
 };
 
 /* The source's end element, copied to the scratch's start. */
@@ -618,33 +637,42 @@ static void move_peek_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 	x->found = true;
 }
 
-/* One key: pop one end and push onto the other (or the same) end, in one edit. */
+/* One key: pop one end and push onto the other (or the same) end, in one edit: two splices, or
+ * one replacing the entry with itself re-encoded when the ends are the same (as the pop and the
+ * push would leave it). The element, as text for the reply, goes to the scratch's start. */
 static int rotate_fn(coll_edit *e, const coll_view *cur)
 {
 	struct move_ctx *x = e->arg;
 	char buf[LP_INTBUF_SIZE];
-	const uint8_t *p;
+	const uint8_t *lp = cur->p, *p;
+	size_t off, esz, ilen;
 	const char *s;
 	uint8_t *dst;
-	lp_buf b;
-	int rc;
+	int rc = 0;
 
 	x->found = false;
 	e->action = COLL_KEEP;
 	if (!list_ok(cur))
 		return SPW_E_CORRUPT;
-	if (!(p = x->from_left ? lp_first(cur->p) : lp_last(cur->p)))
+	if (!(p = x->from_left ? lp_first(lp) : lp_last(lp)))
 		return 0;
 	s = entry_str(p, buf, &x->vlen);
-	if ((rc = list_work(e, cur, x->vlen, x->vlen + LIST_ENTRY_EXTRA, &b)) < 0)
-		return rc;
-	dst = b.p - x->vlen;
+	if (!(dst = worker_scratch(e->c->w, 2 * x->vlen + LP_ENTRY_EXTRA)))
+		return -ENOMEM;
 	memcpy(dst, s, x->vlen);
-	if ((rc = lp_delete_range_index(&b, x->from_left ? 0 : -1, 1)) < 0 ||
-	    (rc = x->to_left ? lp_prepend(&b, dst, x->vlen) : lp_append(&b, dst, x->vlen)) < 0)
+	ilen = lp_entry_encode(dst + x->vlen, dst, x->vlen);
+	off = (size_t)(p - lp);
+	esz = lp_entry_size(p);
+	lp_edit_init(&x->pe, lp);
+	if (x->from_left == x->to_left)
+		rc = lp_edit_splice(&x->pe, off, esz, dst + x->vlen, ilen, 0);
+	else if ((rc = lp_edit_splice(&x->pe, off, esz, NULL, 0, -1)) == 0)
+		rc = lp_edit_splice(&x->pe, x->to_left ? LP_HDR_SIZE : cur->used - 1, 0, dst + x->vlen, ilen, 1);
+	if (rc < 0)
 		return rc;
 	x->found = true;
-	list_out(e, b.p, b.len);
+	e->count = coll_lp_count(cur);
+	coll_write_lp(e, CENC_QUICKLIST, &x->pe);
 	return 0;
 }
 
@@ -657,7 +685,7 @@ static void reply_moved(client *c, size_t vlen)
 static void move_generic(client *c, bool from_left, bool to_left)
 {
 	const resp_slice *src = &c->argv[1], *dst = &c->argv[2];
-	struct move_ctx x = { c, from_left, to_left, false, 0, 0 };
+	struct move_ctx x = { .c = c, .from_left = from_left, .to_left = to_left };
 	struct pop_ctx y = { .left = from_left, .count = 1 };
 	bool found;
 	int rc;
@@ -684,7 +712,7 @@ static void move_generic(client *c, bool from_left, bool to_left)
 			reply_null(c);
 			return;
 		}
-		struct push_ctx px = { to_left, 0, x.vlen, 0 };
+		struct push_ctx px = { .left = to_left, .vlen = x.vlen };
 		coll_edit e = { .type = COLL_LIST, .create = true, .fn = push_fn, .arg = &px };
 		if (reply_store_failed(c, coll_rmw(c, dst, &e)))
 			return;

@@ -22,6 +22,21 @@
  *  5. The edit buffer (coll_buf_load): one growable buffer per thread that an edit rebuilds the
  *     payload in, so that a write allocates nothing in the steady state. coll_rmw frees it when a
  *     big collection grew it past COLL_BUF_KEEP; a pthread key frees it when the thread exits.
+ *  6. Two ways to write. An edit that builds gives the whole new payload (out), which coll_fill
+ *     copies into the record: with the build itself, two copies of the collection. An edit that
+ *     patches gives only the new length and a patch (coll_write_lp: a planned listpack edit,
+ *     coll/listpack.h lp_edit) that coll_fill runs on the record: in place (the record mutable,
+ *     its rounded size unchanged, which coll_value_len's room makes the common case) it writes
+ *     only what changes, an RPUSH the new entries, the end marker and the headers; otherwise it
+ *     writes the new record from the old one in one copy. Both the patch and the count below are
+ *     planned from old alone, like a build (note 2). The worker counts both kinds
+ *     (coll_patches_in_place, coll_patches_copied in INFO), so tests can see which ran.
+ *  7. A list's length: the listpack's count stops at 65535 ("unknown": then Redis walks the
+ *     entries), so every list record written here carries its exact length after the payload
+ *     (coll/coll.h COLL_F_COUNT). LLEN and a push's reply read the listpack's count below 65535
+ *     and that one past it, and walk only a list written elsewhere (RESTORE), once: the next write
+ *     stores the count. An edit that builds may leave e->count 0; coll_plan counts its output then
+ *     (a walk only past 65534 entries, on a path that costs O(n) anyway).
  */
 #include "server/server_int.h"
 
@@ -31,6 +46,8 @@
 
 #include "coll/coll.h"
 #include "coll/listpack.h"
+
+static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
 
 /* ---------------- the edit buffer (note 5) ---------------- */
 
@@ -46,9 +63,8 @@ static void buf_key_create(void) { pthread_key_create(&buf_key, buf_destroy); }
 
 int coll_buf_load(const coll_view *cur, lp_buf **out)
 {
-	static const uint8_t empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
-	const uint8_t *src = cur ? cur->p : empty;
-	size_t n = cur ? cur->used : sizeof(empty);
+	const uint8_t *src = cur ? cur->p : lp_empty;
+	size_t n = cur ? cur->used : sizeof(lp_empty);
 
 	if (!t_buf_keyed) {
 		pthread_once(&buf_once, buf_key_create);
@@ -75,7 +91,7 @@ struct coll_read_ctx {
 static void coll_read_cb(void *ctx, const hlog_value *v)
 {
 	struct coll_read_ctx *x = ctx;
-	coll_view view = { 0, 0, v->ptr, v->len };
+	coll_view view = { 0, 0, v->ptr, v->len, -1 };
 	if (v->rtype == HLOG_T_STRING) {
 		if (x->type) {
 			x->rc = SPW_E_WRONGTYPE;
@@ -102,6 +118,21 @@ int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void 
 
 /* ---------------- changes ---------------- */
 
+static void lp_patch(const void *arg, const uint8_t *old, uint8_t *dst, bool in_place)
+{
+	lp_edit_apply(arg, old ? old : lp_empty, dst, in_place);
+}
+
+void coll_write_lp(coll_edit *e, int enc, const lp_edit *pe)
+{
+	e->action = COLL_WRITE;
+	e->enc = enc;
+	e->out = NULL;
+	e->out_len = pe->new_len;
+	e->patch = lp_patch;
+	e->patch_arg = pe;
+}
+
 static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	coll_edit *e = ctx;
@@ -112,6 +143,8 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	e->action = COLL_KEEP;
 	e->out = NULL;
 	e->out_len = 0;
+	e->patch = NULL;
+	e->count = 0;
 	out->action = HLOG_RMW_KEEP;
 	if (old) {
 		if (old->rtype == HLOG_T_STRING)
@@ -128,11 +161,17 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	if (e->action == COLL_DELETE) {
 		out->action = old ? HLOG_RMW_DELETE : HLOG_RMW_KEEP;
 	} else if (e->action == COLL_WRITE) {
-		if (e->out_len > UINT32_MAX)
+		size_t need = e->out_len;
+		if (e->type == COLL_LIST) {   /* note 7 */
+			if (!e->count)
+				e->count = lp_count(e->out);
+			need += COLL_COUNT_BYTES;
+		}
+		if (need > UINT32_MAX)
 			return SPW_E_TOO_BIG;
 		out->action = HLOG_RMW_WRITE;
 		out->rtype = HLOG_T_HEAD;
-		out->new_len = coll_value_len(e->out_len, old ? old->len : 0);
+		out->new_len = coll_value_len(need, old ? old->len : 0);
 		out->expire_ms = old && !e->drop_ttl ? old->expire_ms : HLOG_NO_EXPIRY;
 	}
 	return 0;
@@ -141,11 +180,21 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 static void coll_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
 {
 	coll_edit *e = ctx;
-	(void)old;
-	(void)in_place;
+
 	coll_hdr_write(dst, e->type, e->enc, e->out_len);
-	if (e->out_len)
+	if (e->patch) {
+		e->patch(e->patch_arg, old ? old->ptr + COLL_HDR : NULL, dst + COLL_HDR, in_place);
+		if (in_place)
+			e->c->w->stats.coll_patch_inplace++;
+		else
+			e->c->w->stats.coll_patch_copy++;
+	} else if (e->out_len) {
 		memmove(dst + COLL_HDR, e->out, e->out_len);
+	}
+	if (e->type == COLL_LIST) {
+		dst[2] = COLL_F_COUNT;
+		lp_u32_write(dst + COLL_HDR + e->out_len, e->count);
+	}
 }
 
 static const hlog_rmw_ops coll_ops = { coll_plan, coll_fill };

@@ -268,6 +268,8 @@ struct spw_command;
 	X(reads,           SRV_CTR_STATS, "total_reads_processed", "socket reads that moved bytes") \
 	X(writes,          SRV_CTR_STATS, "total_writes_processed", "socket writes that moved bytes") \
 	X(obl_closed,      SRV_CTR_STATS, "client_output_buffer_limit_disconnections", "clients closed for passing client-output-buffer-limit (Redis 7.2's name)") \
+	X(coll_patch_inplace, SRV_CTR_STATS, "coll_patches_in_place", "collection writes that changed only the bytes that differ, where the record lies (coll.c note 6)") \
+	X(coll_patch_copy, SRV_CTR_STATS, "coll_patches_copied", "collection writes patched while copying the old record once (coll.c note 6)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -645,6 +647,13 @@ struct coll_edit {
 	int enc;                  /* CENC_* of the new value */
 	const uint8_t *out;
 	size_t out_len;
+	/* Or, for COLL_WRITE without out (coll.c note 6): the new payload is out_len bytes that
+	 * patch(patch_arg, old, dst, in_place) writes from the current payload old (NULL when the
+	 * key is new), with in_place (dst == old) only the bytes that change. coll_write_lp sets
+	 * these for a listpack edit. */
+	void (*patch)(const void *arg, const uint8_t *old, uint8_t *dst, bool in_place);
+	const void *patch_arg;
+	uint32_t count;           /* a list's new length when fn knows it (0: coll.c counts) */
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;
@@ -656,6 +665,11 @@ int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
  * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */
 struct lp_buf;
 int coll_buf_load(const struct coll_view *cur, struct lp_buf **out /* out */);
+/* For an edit's fn: write the payload as cur's listpack (an empty one when the key is new) with
+ * the planned edit pe applied (coll.c note 6), encoding enc; pe must stay valid until coll_rmw
+ * returns. A list's fn also sets e->count. */
+struct lp_edit;
+void coll_write_lp(coll_edit *e, int enc, const struct lp_edit *pe);
 
 /* cmd_object.c */
 cmd_fn cmd_object, cmd_memory;
