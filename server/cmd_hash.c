@@ -743,27 +743,12 @@ static void hscan_body(client *c, const coll_view *v, void *arg)
  * TYPE). An error is kept in x->err: Redis parses them only once the key is found. */
 static void hscan_opts(client *c, struct hscan_ctx *x)
 {
-	for (int i = 3; i < c->argc; i += 2) {
-		const resp_slice *o = &c->argv[i];
-		bool has_arg = c->argc - i >= 2;
-		if (OPT_IS(o, "count") && has_arg) {
-			if (!arg_ll(&c->argv[i + 1], &x->count)) {
-				x->err = "ERR value is not an integer or out of range";
-				return;
-			}
-			if (x->count < 1) {
-				x->err = "ERR syntax error";
-				return;
-			}
-		} else if (OPT_IS(o, "match") && has_arg) {
-			x->pat = c->argv[i + 1].ptr;
-			x->plen = c->argv[i + 1].len;
-			x->use_pat = !(x->plen == 1 && x->pat[0] == '*');
-		} else {
-			x->err = "ERR syntax error";
-			return;
-		}
-	}
+	coll_scan o;
+	x->err = coll_scan_opts(c, &o);
+	x->count = o.count;
+	x->pat = o.pat;
+	x->plen = o.plen;
+	x->use_pat = o.pat != NULL;
 }
 
 void cmd_hscan(client *c)

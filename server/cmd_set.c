@@ -414,8 +414,7 @@ struct sscan_ctx {
 	client *c;
 	const char *pat;          /* NULL: every member */
 	size_t plen;
-	bool bad_count;           /* not an integer: Redis's error */
-	bool syntax;              /* a bad option, or COUNT < 1 */
+	const char *err;          /* a bad option: replied once the key is found, as Redis */
 };
 
 static bool sscan_match(const struct sscan_ctx *x, const lp_val *m)
@@ -437,12 +436,8 @@ static void sscan_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 	lp_val m;
 	(void)hv;
 
-	if (x->bad_count) {
-		reply_err_not_int(x->c);
-		return;
-	}
-	if (x->syntax) {
-		reply_err_syntax(x->c);
+	if (x->err) {
+		reply_error(x->c, x->err);
 		return;
 	}
 	cset_it_init(&it, v->enc, v->p);
@@ -457,27 +452,13 @@ static void sscan_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 			set_reply_member(x->c, &m);
 }
 
-/* The options, checked as scanGenericCommand does, reported only once the key is found. */
+/* The options (coll_scan_opts), reported only once the key is found. */
 static void sscan_opts(client *c, struct sscan_ctx *x)
 {
-	for (int i = 3; i < c->argc && !x->bad_count && !x->syntax; i += 2) {
-		const resp_slice *o = &c->argv[i];
-		bool has_arg = c->argc - i >= 2;
-		long long count;
-		if (OPT_IS(o, "count") && has_arg) {
-			if (!arg_ll(&c->argv[i + 1], &count))
-				x->bad_count = true;
-			else if (count < 1)
-				x->syntax = true;
-		} else if (OPT_IS(o, "match") && has_arg) {
-			x->pat = c->argv[i + 1].ptr;
-			x->plen = c->argv[i + 1].len;
-			if (x->plen == 1 && x->pat[0] == '*')
-				x->pat = NULL;
-		} else {
-			x->syntax = true;
-		}
-	}
+	coll_scan o;
+	x->err = coll_scan_opts(c, &o);
+	x->pat = o.pat;
+	x->plen = o.plen;
 }
 
 void cmd_sscan(client *c)

@@ -25,6 +25,7 @@
  *     which may park, then the write), so a park happens before anything changed.
  */
 #include "server/zset_int.h"
+#include "coll/list.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -61,16 +62,11 @@ void zs_run_find(const uint8_t *lp, const zs_rangeq *q, zs_run *out)
 	out->first = NULL;
 	out->n = 0;
 	if (q->type == ZR_RANK) {
-		if (start < 0)
-			start = llen + start;
-		if (end < 0)
-			end = llen + end;
-		if (start < 0)
-			start = 0;
-		if (start > end || start >= llen)
+		long from, to;   /* Redis's rank arithmetic is LRANGE's (list_range; long is 64-bit here) */
+		if (!list_range((long)llen, (long)start, (long)end, &from, &to))
 			return;
-		if (end >= llen)
-			end = llen - 1;
+		start = from;
+		end = to;
 		out->first = lp_seek(lp, q->rev ? -2 - 2 * start : 2 * start);
 		out->n = (unsigned long)(end - start + 1);
 		return;
@@ -405,23 +401,13 @@ struct zscan_ctx {
 /* The options after the cursor, parsed once the key is found (Redis's order). NULL or an error. */
 static const char *zscan_opts(client *c, struct zscan_ctx *x)
 {
-	for (int i = 3; i < c->argc; i += 2) {
-		const resp_slice *o = &c->argv[i];
-		bool has_arg = c->argc - i >= 2;
-		if (OPT_IS(o, "count") && has_arg) {
-			if (!arg_ll(&c->argv[i + 1], &x->count))
-				return "ERR value is not an integer or out of range";
-			if (x->count < 1)
-				return "ERR syntax error";
-		} else if (OPT_IS(o, "match") && has_arg) {
-			x->pat = c->argv[i + 1].ptr;
-			x->plen = c->argv[i + 1].len;
-			x->use_pat = !(x->plen == 1 && x->pat[0] == '*');
-		} else {
-			return "ERR syntax error";
-		}
-	}
-	return NULL;
+	coll_scan o;
+	const char *err = coll_scan_opts(c, &o);
+	x->count = o.count;
+	x->pat = o.pat;
+	x->plen = o.plen;
+	x->use_pat = o.pat != NULL;
+	return err;
 }
 
 static bool zscan_match(const struct zscan_ctx *x, const uint8_t *p)

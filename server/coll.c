@@ -116,6 +116,33 @@ int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void 
 	return rc == HLOG_OK && x.rc ? x.rc : rc;
 }
 
+/* ---------------- HSCAN, SSCAN, ZSCAN's options ---------------- */
+
+const char *coll_scan_opts(client *c, coll_scan *o)
+{
+	o->count = 10;
+	o->pat = NULL;
+	o->plen = 0;
+	for (int i = 3; i < c->argc; i += 2) {
+		const resp_slice *opt = &c->argv[i];
+		bool has_arg = c->argc - i >= 2;
+		if (OPT_IS(opt, "count") && has_arg) {
+			if (!arg_ll(&c->argv[i + 1], &o->count))
+				return "ERR value is not an integer or out of range";
+			if (o->count < 1)
+				return "ERR syntax error";
+		} else if (OPT_IS(opt, "match") && has_arg) {
+			o->pat = c->argv[i + 1].ptr;
+			o->plen = c->argv[i + 1].len;
+			if (o->plen == 1 && o->pat[0] == '*')
+				o->pat = NULL;
+		} else {
+			return "ERR syntax error";
+		}
+	}
+	return NULL;
+}
+
 /* ---------------- changes ---------------- */
 
 static void lp_patch(const void *arg, const uint8_t *old, uint8_t *dst, bool in_place)

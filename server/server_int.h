@@ -629,6 +629,15 @@ typedef void (*coll_read_fn)(void *ctx, const struct coll_view *view, const hlog
 /* Read key as a collection of type (COLL_*), or of any type, strings included, when type is 0.
  * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error. */
 int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void *ctx);
+/* HSCAN, SSCAN and ZSCAN's options after the cursor, as Redis's scanGenericCommand takes them for
+ * a key (COUNT, MATCH; no TYPE): NULL, or the error to reply, which Redis replies only once the
+ * key is found. count defaults to 10; pat is NULL for every member ("*" included). */
+typedef struct coll_scan {
+	long long count;
+	const char *pat;
+	size_t plen;
+} coll_scan;
+const char *coll_scan_opts(client *c, coll_scan *o);
 enum { COLL_KEEP = 0, COLL_WRITE = 1, COLL_DELETE = 2 };
 typedef struct coll_edit coll_edit;
 struct coll_edit {
