@@ -562,6 +562,32 @@ static int keys_from_specs(const spw_command *cmd, const resp_slice *argv, int a
 	return n;
 }
 
+/* The flags of a key spec marked variable_flags, from the arguments, as Redis's getkeys_proc of
+ * SET (GET makes the key read too) and BITFIELD (read-only unless a SET or INCRBY, or anything it
+ * cannot parse, comes) set them; Redis never shows variable_flags itself. */
+static const char *key_flags_variable(const spw_command *cmd, const resp_slice *argv, int argc)
+{
+	if (strcmp(cmd->name, "set") == 0) {
+		for (int i = 3; i < argc; i++)
+			if (strnlen(argv[i].ptr, argv[i].len) == 3 && strncasecmp(argv[i].ptr, "get", 3) == 0)
+				return "RW access update";
+		return "OW update";
+	}
+	if (strcmp(cmd->name, "bitfield") == 0) {
+		for (int i = 2; i < argc; i++) {
+			int rem = argc - i - 1;
+			if (arg_eq(&argv[i], "get") && rem >= 2)
+				i += 2;
+			else if (arg_eq(&argv[i], "overflow") && rem >= 1)
+				i += 1;
+			else
+				return "RW access update";   /* SET, INCRBY or a syntax error: not read-only */
+		}
+		return "RO access";
+	}
+	return NULL;
+}
+
 /* COMMAND GETKEYS / GETKEYSANDFLAGS through the key specs (keys_from_specs), or first/last/step
  * for a command that has none. */
 static void command_getkeys(client *c, bool with_flags)
@@ -605,8 +631,10 @@ static void command_getkeys(client *c, bool with_flags)
 				resp_write_array_len(&c->out, 2);
 			reply_bulk(c, argv[pos[j]].ptr, argv[pos[j]].len);
 			if (with_flags && key_spec_get(cmd, spec[j], &ks)) {
-				resp_write_set_len(&c->out, words_count(ks.flags, ' '));
-				write_words(&c->out, ks.flags, ' ', false);
+				const char *f = strstr(ks.flags, "variable_flags") ? key_flags_variable(cmd, argv, argc) : NULL;
+				f = f ? f : ks.flags;
+				resp_write_set_len(&c->out, words_count(f, ' '));
+				write_words(&c->out, f, ' ', false);
 			}
 		}
 		return;

@@ -502,6 +502,7 @@ static spw_command cmd_table[] = {
 #include "server/cmdtab_bits.inc"
 #include "server/cmdtab_hash.inc"
 #include "server/cmdtab_list.inc"
+#include "server/cmdtab_set.inc"
 };
 
 /* ---------------- lookup ---------------- */

@@ -680,6 +680,10 @@ cmd_fn cmd_del, cmd_unlink, cmd_exists, cmd_type, cmd_expire, cmd_pexpire, cmd_e
 	cmd_pexpireat, cmd_ttl, cmd_pttl, cmd_expiretime, cmd_pexpiretime, cmd_persist, cmd_touch,
 	cmd_keys, cmd_scan, cmd_randomkey, cmd_rename, cmd_renamenx, cmd_copy, cmd_dbsize, cmd_flushdb,
 	cmd_flushall;
+/* cmd_set.c, cmd_set_multi.c */
+cmd_fn cmd_sadd, cmd_srem, cmd_scard, cmd_sismember, cmd_smismember, cmd_smembers, cmd_srandmember,
+	cmd_spop, cmd_sscan, cmd_smove, cmd_sinter, cmd_sintercard, cmd_sunion, cmd_sdiff, cmd_sinterstore,
+	cmd_sunionstore, cmd_sdiffstore;
 /* cmd_server.c */
 cmd_fn cmd_ping, cmd_echo, cmd_quit, cmd_hello, cmd_config, cmd_command, cmd_select, cmd_time,
 	cmd_shutdown, cmd_auth, cmd_save, cmd_bgsave, cmd_lastsave, cmd_compact;

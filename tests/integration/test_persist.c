@@ -200,6 +200,67 @@ static void test_aof_always_keeps_an_acknowledged_write_through_sigkill(void **s
 	assert_int_equal(itest_server_stop(&s), 0);
 }
 
+/* Collections keep their type through a checkpoint and the AOF replay after a SIGKILL (the record
+ * type travels in the log record and in the AOF record's byte 5): TYPE, contents, TTL, RENAME and
+ * COPY of them, and the replay path ran (aof_replayed_records). */
+static void collections_come_back(const char *const *extra)
+{
+	itest_server s;
+	itest_conn c;
+	server_start(&s, extra);
+	conn_open(&c, &s);
+	itest_expect(&c, ":2\r\n", "hset", "h", "f1", "v1", "f2", "v2", NULL);
+	itest_expect(&c, ":3\r\n", "rpush", "l", "a", "b", "c", NULL);
+	itest_expect(&c, "+OK\r\n", "save", NULL);   /* these two in the checkpoint */
+	itest_expect(&c, ":1\r\n", "hset", "h", "f3", "v3", NULL);
+	itest_expect(&c, ":4\r\n", "lpush", "l", "z", NULL);
+	itest_expect(&c, ":1\r\n", "expire", "h", "100000", NULL);
+	itest_expect(&c, ":1\r\n", "copy", "l", "l2", NULL);
+	itest_expect(&c, "+OK\r\n", "rename", "h", "h2", NULL);
+	itest_expect(&c, ":2\r\n", "rpush", "fresh", "1", "2", NULL);   /* only in the AOF */
+	itest_expect(&c, "+OK\r\n", "set", "s", "plain", NULL);
+	kill(s.pid, SIGKILL);
+	assert_int_equal(itest_server_wait(&s, ITEST_TIMEOUT_MS), 128 + SIGKILL);
+	itest_conn_close(&c);
+	itest_server_stop(&s);
+
+	server_start(&s, extra);
+	conn_open(&c, &s);
+	assert_true(itest_info_field(&c, "persistence", "aof_replayed_records") >= 7);
+	itest_expect(&c, "+hash\r\n", "type", "h2", NULL);
+	itest_expect(&c, "+none\r\n", "type", "h", NULL);
+	itest_expect(&c, "*6\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$2\r\nv2\r\n$2\r\nf3\r\n$2\r\nv3\r\n",
+	             "hgetall", "h2", NULL);
+	char *ttl = itest_call(&c, "ttl", "h2", NULL);
+	assert_true(ttl[0] == ':' && atoll(ttl + 1) > 99000);
+	free(ttl);
+	for (int i = 0; i < 2; i++)
+		itest_expect(&c, "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", "lrange",
+		             i ? "l2" : "l", "0", "-1", NULL);
+	itest_expect(&c, "+list\r\n", "type", "fresh", NULL);
+	itest_expect(&c, "$9\r\nquicklist\r\n", "object", "encoding", "fresh", NULL);
+	itest_expect(&c, "$5\r\nplain\r\n", "get", "s", NULL);
+	itest_expect(&c, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", "get", "l", NULL);
+	itest_expect(&c, ":5\r\n", "dbsize", NULL);
+	itest_conn_close(&c);
+	assert_int_equal(itest_server_stop(&s), 0);
+}
+
+static void test_collections_come_back_through_a_checkpoint_and_the_aof(void **state)
+{
+	(void)state;
+	const char *extra[] = { "--aof", "yes", "--aof-fsync", "always", NULL };
+	collections_come_back(extra);
+}
+
+static void test_collections_come_back_with_a_storage_tier(void **state)
+{
+	(void)state;
+	const char *extra[] = { "--aof", "yes", "--aof-fsync", "always", "--storage-tier", "--device-type",
+	                        "posix", "--memory", "1m", "--page", "64k", "--segment", "4m", NULL };
+	collections_come_back(extra);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +274,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_get_save_and_appendonly_answer_as_redis, itest_data_dir_setup,
 		                                itest_data_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_aof_always_keeps_an_acknowledged_write_through_sigkill,
+		                                itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_collections_come_back_through_a_checkpoint_and_the_aof,
+		                                itest_data_dir_setup, itest_data_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_collections_come_back_with_a_storage_tier,
 		                                itest_data_dir_setup, itest_data_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,6 +87,9 @@ static void test_every_handler_of_the_contract_has_a_table_entry(void **state)
 		"hvals", "hgetall", "hincrby", "hincrbyfloat", "hrandfield", "hscan",
 		"lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen", "lindex", "lset", "lrange",
 		"ltrim", "lrem", "linsert", "lpos", "lmove", "rpoplpush", "lmpop",
+		"sadd", "srem", "scard", "sismember", "smismember", "smembers", "srandmember", "spop",
+		"smove", "sinter", "sintercard", "sunion", "sdiff", "sinterstore", "sunionstore",
+		"sdiffstore", "sscan",
 	};
 	assert_int_equal(command_count(), (int)SPW_ARRAY_LEN(names));
 	for (size_t i = 0; i < SPW_ARRAY_LEN(names); i++) {
@@ -249,6 +252,18 @@ static void test_command_subcommands_read_the_table(void **state)
 	assert_string_equal(run("command", "getkeysandflags", "rename", "a", "b", NULL),
 	                    "*2\r\n*2\r\n$1\r\na\r\n*3\r\n+RW\r\n+access\r\n+delete\r\n"
 	                    "*2\r\n$1\r\nb\r\n*2\r\n+OW\r\n+update\r\n");
+	/* Key specs with variable flags take them from the arguments (Redis's getkeys procs), and a
+	 * key count argument (LMPOP's keynum spec) names the keys, as redis-server 7.0.15 answers. */
+	assert_string_equal(run("command", "getkeysandflags", "set", "a", "b", "ex", "10", NULL),
+	                    "*1\r\n*2\r\n$1\r\na\r\n*2\r\n+OW\r\n+update\r\n");
+	assert_string_equal(run("command", "getkeysandflags", "set", "a", "b", "get", NULL),
+	                    "*1\r\n*2\r\n$1\r\na\r\n*3\r\n+RW\r\n+access\r\n+update\r\n");
+	assert_string_equal(run("command", "getkeysandflags", "bitfield", "k", "get", "u8", "0", NULL),
+	                    "*1\r\n*2\r\n$1\r\nk\r\n*2\r\n+RO\r\n+access\r\n");
+	assert_string_equal(run("command", "getkeys", "lmpop", "2", "a", "b", "left", NULL),
+	                    "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+	assert_string_equal(run("command", "getkeys", "lmpop", "x", "a", "b", "left", NULL),
+	                    "-ERR Invalid arguments specified for command\r\n");
 	/* Redis 7.0.15's COMMAND INFO GET, byte for byte. */
 	assert_string_equal(run("command", "info", "get", "nosuch", NULL),
 	                    "*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"

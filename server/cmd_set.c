@@ -1,0 +1,499 @@
+/*
+ * cmd_set.c - the single-key set commands (Redis 7.0's t_set.c): SADD SREM SCARD SISMEMBER
+ * SMISMEMBER SMEMBERS SRANDMEMBER SPOP SSCAN. The multi-key ones are in cmd_set_multi.c.
+ *
+ * Design notes:
+ *  1. Small layout only (server/coll.c note 1): a set is one record, an intset or a listpack of
+ *     members (coll/set.c note 1), so a change costs O(size of the set) bytes moved, a listpack
+ *     set's membership test is O(n) (coll/set.c note 2), and a set is bounded by the log's largest
+ *     record. Every write builds the new payload in a heap buffer (struct set_op), freed once the
+ *     reply is written: one allocation per write command.
+ *  2. Replies and errors are byte-identical to redis-server 7.0, in its order of checks: argument
+ *     errors (counts, SSCAN's cursor) before the key's type, WRONGTYPE after; SSCAN's options are
+ *     checked after the lookup, as scanGenericCommand does. Read commands count keyspace
+ *     hits/misses as lookupKeyRead (a key of another type is a hit); SADD, SREM, SPOP do not.
+ *  3. Orders: an intset replies ascending, as Redis's; a "hashtable" set replies in its listpack's
+ *     order, which Redis's dict does not share (tests compare those sorted). Random picks
+ *     (SRANDMEMBER, SPOP) are uniform, but not Redis's sequence: only their properties match.
+ *  4. SSCAN answers the whole set (matched) with cursor 0 whatever the cursor, as Redis does for
+ *     an intset: every member present for the whole scan is returned, and a set is one record
+ *     anyway. COUNT is checked and otherwise ignored.
+ *  5. Writes are one coll_rmw each, whose edit rebuilds the payload from the current one on every
+ *     run (coll.c note 2); SPOP's random picks are redone on each run and only the last run's
+ *     members (set_op.taken) are replied.
+ */
+#include "server/set_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------- shared with cmd_set_multi.c ---------------- */
+
+bool set_lookup_failed(client *c, int rc)
+{
+	if (rc == HLOG_OK || rc == HLOG_NOTFOUND || rc == SPW_E_WRONGTYPE)
+		count_lookup(c, rc != HLOG_NOTFOUND);
+	return reply_store_failed(c, rc);
+}
+
+void set_reply_member(client *c, const lp_val *m)
+{
+	char buf[LP_INTBUF_SIZE];
+	size_t len;
+	const char *s = lp_val_str(m, buf, &len);
+	reply_bulk(c, s, len);
+}
+
+void set_reply_members(client *c, int enc, const uint8_t *p, bool array)
+{
+	cset_it it;
+	lp_val m;
+	if (array)
+		resp_write_array_len(&c->out, cset_card(enc, p));
+	else
+		resp_write_set_len(&c->out, cset_card(enc, p));
+	cset_it_init(&it, enc, p);
+	while (cset_it_next(&it, &m))
+		set_reply_member(c, &m);
+}
+
+void set_op_free(struct set_op *o)
+{
+	lp_buf_free(&o->b);
+	lp_buf_free(&o->taken);
+}
+
+int set_op_start(struct set_op *o, const coll_view *cur, const resp_slice *first)
+{
+	o->n = 0;
+	if (cur) {
+		o->enc = cur->enc;
+		return cset_load(&o->b, cur->p, cur->used);
+	}
+	return cset_init(&o->b, &o->enc, first->ptr, first->len);
+}
+
+void set_edit_out(coll_edit *e, struct set_op *o)
+{
+	e->enc = o->enc;
+	if (cset_card(o->enc, o->b.p) == 0) {
+		e->action = COLL_DELETE;
+		return;
+	}
+	e->action = COLL_WRITE;
+	e->out = o->b.p;
+	e->out_len = o->b.len;
+}
+
+int set_rmw(client *c, const resp_slice *key, struct set_op *o, int (*fn)(coll_edit *, const coll_view *),
+            bool create)
+{
+	coll_edit e = { .type = COLL_SET, .create = create, .fn = fn, .arg = o };
+	int rc = coll_rmw(c, key, &e);
+	o->found = e.found;
+	return rc;
+}
+
+/* Bit i of a fresh bitmap (*sel, the caller frees it) set for k distinct random indexes < n,
+ * k <= n: marks picked at random, or, past half, all marked and n - k unmarked at random, so the
+ * expected number of draws stays under 2k. 0 or -ENOMEM. */
+static int pick_distinct(uint32_t n, uint32_t k, uint8_t **sel /* out */)
+{
+	bool invert = k > n / 2;
+	uint32_t want = invert ? n - k : k;
+	uint8_t *s = malloc(n / 8 + 1);
+
+	if (!s)
+		return -ENOMEM;
+	memset(s, invert ? 0xff : 0, n / 8 + 1);
+	while (want) {
+		uint32_t i = (uint32_t)(rng_next() % n);
+		uint8_t bit = (uint8_t)(1u << (i % 8));
+		if (((s[i / 8] & bit) != 0) != invert)
+			continue;
+		s[i / 8] ^= bit;
+		want--;
+	}
+	*sel = s;
+	return 0;
+}
+
+/* ---------------- SADD, SREM ---------------- */
+
+static int sadd_fn(coll_edit *e, const coll_view *cur)
+{
+	struct set_op *o = e->arg;
+	client *c = e->c;
+	int rc = set_op_start(o, cur, &c->argv[2]);
+
+	for (int j = 2; rc == 0 && j < c->argc; j++) {
+		bool added;
+		rc = cset_add(&o->b, &o->enc, c->argv[j].ptr, c->argv[j].len, SET_MAX_INTSET_ENTRIES, &added);
+		o->n += added;
+	}
+	if (rc < 0)
+		return rc;
+	if (o->n)
+		set_edit_out(e, o);
+	return 0;
+}
+
+/* SADD and SREM: one edit of argv[1], the count it made as the reply. */
+static void set_count_edit(client *c, int (*fn)(coll_edit *, const coll_view *), bool create)
+{
+	struct set_op o = { 0 };
+	int rc = set_rmw(c, &c->argv[1], &o, fn, create);
+	if (!reply_store_failed(c, rc))
+		reply_int(c, o.n);
+	set_op_free(&o);
+}
+
+void cmd_sadd(client *c) { set_count_edit(c, sadd_fn, true); }
+
+static int srem_fn(coll_edit *e, const coll_view *cur)
+{
+	struct set_op *o = e->arg;
+	client *c = e->c;
+	int rc = set_op_start(o, cur, NULL);
+
+	for (int j = 2; rc == 0 && j < c->argc; j++) {
+		bool removed;
+		rc = cset_remove(&o->b, o->enc, c->argv[j].ptr, c->argv[j].len, &removed);
+		o->n += removed;
+		if (removed && cset_card(o->enc, o->b.p) == 0)
+			break;
+	}
+	if (rc < 0)
+		return rc;
+	if (o->n)
+		set_edit_out(e, o);
+	return 0;
+}
+
+void cmd_srem(client *c) { set_count_edit(c, srem_fn, false); }
+
+/* ---------------- SCARD, SISMEMBER, SMISMEMBER, SMEMBERS ---------------- */
+
+static void scard_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	(void)hv;
+	reply_int(ctx, cset_card(v->enc, v->p));
+}
+
+void cmd_scard(client *c)
+{
+	int rc = coll_read(c, &c->argv[1], COLL_SET, scard_cb, c);
+	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
+		reply_int(c, 0);
+}
+
+static void sismember_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	client *c = ctx;
+	(void)hv;
+	reply_int(c, cset_has(v->enc, v->p, c->argv[2].ptr, c->argv[2].len));
+}
+
+void cmd_sismember(client *c)
+{
+	int rc = coll_read(c, &c->argv[1], COLL_SET, sismember_cb, c);
+	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
+		reply_int(c, 0);
+}
+
+static void smismember_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	client *c = ctx;
+	(void)hv;
+	resp_write_array_len(&c->out, c->argc - 2);
+	for (int j = 2; j < c->argc; j++)
+		reply_int(c, v ? cset_has(v->enc, v->p, c->argv[j].ptr, c->argv[j].len) : 0);
+}
+
+void cmd_smismember(client *c)
+{
+	int rc = coll_read(c, &c->argv[1], COLL_SET, smismember_cb, c);
+	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
+		smismember_cb(c, NULL, NULL);
+}
+
+static void smembers_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	(void)hv;
+	set_reply_members(ctx, v->enc, v->p, false);
+}
+
+void cmd_smembers(client *c)
+{
+	int rc = coll_read(c, &c->argv[1], COLL_SET, smembers_cb, c);
+	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
+		resp_write_set_len(&c->out, 0);
+}
+
+/* ---------------- SRANDMEMBER ---------------- */
+
+struct srand_ctx {
+	client *c;
+	long long count;
+	bool has_count;
+	int rc;                   /* -ENOMEM, nothing replied */
+};
+
+/* count < 0: -count members drawn with replacement. A listpack is indexed once (one offset per
+ * member) so that each draw is O(1). */
+static void srand_repeat(struct srand_ctx *x, const coll_view *v, uint32_t n)
+{
+	unsigned long long k = (unsigned long long)-x->count;
+	const uint8_t **at = NULL;
+	lp_val m;
+
+	if (v->enc != CENC_INTSET) {
+		if (!(at = malloc(sizeof(*at) * n))) {
+			x->rc = -ENOMEM;
+			return;
+		}
+		uint32_t i = 0;
+		for (const uint8_t *e = lp_first(v->p); e; e = lp_next(v->p, e))
+			at[i++] = e;
+	}
+	resp_write_array_len(&x->c->out, (long long)k);
+	while (k--) {
+		uint32_t i = (uint32_t)(rng_next() % n);
+		if (at)
+			lp_get(at[i], &m);
+		else
+			cset_get(v->enc, v->p, i, &m);
+		set_reply_member(x->c, &m);
+	}
+	free(at);
+}
+
+static void srand_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	struct srand_ctx *x = ctx;
+	uint32_t n = cset_card(v->enc, v->p);
+	uint8_t *sel;
+	cset_it it;
+	lp_val m;
+	(void)hv;
+
+	if (!x->has_count) {
+		cset_get(v->enc, v->p, (uint32_t)(rng_next() % n), &m);
+		set_reply_member(x->c, &m);
+	} else if (x->count < 0) {
+		srand_repeat(x, v, n);
+	} else if (x->count == 0) {
+		resp_write_array_len(&x->c->out, 0);
+	} else if ((unsigned long long)x->count >= n) {
+		set_reply_members(x->c, v->enc, v->p, true);
+	} else if ((x->rc = pick_distinct(n, (uint32_t)x->count, &sel)) == 0) {
+		resp_write_array_len(&x->c->out, x->count);
+		cset_it_init(&it, v->enc, v->p);
+		for (uint32_t i = 0; cset_it_next(&it, &m); i++)
+			if (sel[i / 8] & (1u << (i % 8)))
+				set_reply_member(x->c, &m);
+		free(sel);
+	}
+}
+
+void cmd_srandmember(client *c)
+{
+	struct srand_ctx x = { c, 0, c->argc == 3, 0 };
+	if (c->argc > 3) {
+		reply_err_syntax(c);
+		return;
+	}
+	if (x.has_count) {
+		if (!arg_ll(&c->argv[2], &x.count)) {
+			reply_err_not_int(c);
+			return;
+		}
+		if (x.count == LLONG_MIN) {
+			reply_error(c, "ERR value is out of range, value must between -9223372036854775807 and "
+			               "9223372036854775807");
+			return;
+		}
+	}
+	int rc = coll_read(c, &c->argv[1], COLL_SET, srand_cb, &x);
+	if (set_lookup_failed(c, rc))
+		return;
+	if (x.rc)
+		reply_err_store(c, x.rc);
+	else if (rc == HLOG_NOTFOUND && x.has_count)
+		resp_write_array_len(&c->out, 0);
+	else if (rc == HLOG_NOTFOUND)
+		reply_null(c);
+}
+
+/* ---------------- SPOP ---------------- */
+
+/* Redis's SPOP_MOVE_STRATEGY_MUL: when the members kept are at most a fifth of those taken,
+ * Redis builds the kept ones into a new set, whose encoding starts afresh (an intset again when
+ * they are all integers); we rebuild then too, so OBJECT ENCODING agrees. */
+#define SPOP_MOVE_STRATEGY_MUL 5
+
+static int spop_fn(coll_edit *e, const coll_view *cur)
+{
+	struct set_op *o = e->arg;
+	uint32_t n = cset_card(cur->enc, cur->p);
+	unsigned long long k = o->count < 0 ? 1 : (unsigned long long)o->count;
+	uint8_t *sel;
+	cset_it it;
+	lp_val m;
+	int rc;
+
+	o->n = 0;
+	if (k == 0)
+		return 0;
+	if ((rc = cset_lp_reset(&o->taken)) < 0)
+		return rc;
+	if (k >= n) {   /* all of it: the key goes */
+		cset_it_init(&it, cur->enc, cur->p);
+		while (rc >= 0 && cset_it_next(&it, &m))
+			rc = cset_lp_append(&o->taken, &m);
+		o->n = n;
+		e->action = COLL_DELETE;
+		return rc < 0 ? rc : 0;
+	}
+	o->enc = cur->enc;
+	if ((rc = cset_load(&o->b, cur->p, cur->used)) < 0 || (rc = pick_distinct(n, (uint32_t)k, &sel)) < 0)
+		return rc;
+	rc = cset_take(&o->b, o->enc, sel, &o->taken);
+	free(sel);
+	if (rc == 0 && (uint64_t)(n - k) * SPOP_MOVE_STRATEGY_MUL <= k)
+		rc = cset_rebuild(&o->b, &o->enc, SET_MAX_INTSET_ENTRIES);
+	if (rc < 0)
+		return rc;
+	o->n = (long long)k;
+	set_edit_out(e, o);
+	return 0;
+}
+
+void cmd_spop(client *c)
+{
+	struct set_op o = { .count = -1 };
+	int rc;
+
+	if (c->argc > 3) {
+		reply_err_syntax(c);
+		return;
+	}
+	if (c->argc == 3) {
+		if (!arg_ll(&c->argv[2], &o.count) || o.count < 0) {
+			reply_error(c, "ERR value is out of range, must be positive");
+			return;
+		}
+	}
+	rc = set_rmw(c, &c->argv[1], &o, spop_fn, false);
+	if (reply_store_failed(c, rc)) {
+		set_op_free(&o);
+		return;
+	}
+	if (c->argc == 2 && !o.found) {
+		reply_null(c);
+	} else if (c->argc == 2) {
+		lp_val m;
+		lp_get(lp_first(o.taken.p), &m);
+		set_reply_member(c, &m);
+	} else {
+		resp_write_set_len(&c->out, o.n);
+		for (const uint8_t *p = o.n ? lp_first(o.taken.p) : NULL; p; p = lp_next(o.taken.p, p)) {
+			lp_val m;
+			lp_get(p, &m);
+			set_reply_member(c, &m);
+		}
+	}
+	set_op_free(&o);
+}
+
+/* ---------------- SSCAN (note 4) ---------------- */
+
+struct sscan_ctx {
+	client *c;
+	const char *pat;          /* NULL: every member */
+	size_t plen;
+	bool bad_count;           /* not an integer: Redis's error */
+	bool syntax;              /* a bad option, or COUNT < 1 */
+};
+
+static bool sscan_match(const struct sscan_ctx *x, const lp_val *m)
+{
+	char buf[LP_INTBUF_SIZE];
+	size_t len;
+	const char *s;
+	if (!x->pat)
+		return true;
+	s = lp_val_str(m, buf, &len);
+	return spw_glob_match(x->pat, x->plen, s, len, 0);
+}
+
+static void sscan_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	struct sscan_ctx *x = ctx;
+	long long n = 0;
+	cset_it it;
+	lp_val m;
+	(void)hv;
+
+	if (x->bad_count) {
+		reply_err_not_int(x->c);
+		return;
+	}
+	if (x->syntax) {
+		reply_err_syntax(x->c);
+		return;
+	}
+	cset_it_init(&it, v->enc, v->p);
+	while (cset_it_next(&it, &m))
+		n += sscan_match(x, &m);
+	resp_write_array_len(&x->c->out, 2);
+	reply_bulk(x->c, "0", 1);
+	resp_write_array_len(&x->c->out, n);
+	cset_it_init(&it, v->enc, v->p);
+	while (cset_it_next(&it, &m))
+		if (sscan_match(x, &m))
+			set_reply_member(x->c, &m);
+}
+
+/* The options, checked as scanGenericCommand does, reported only once the key is found. */
+static void sscan_opts(client *c, struct sscan_ctx *x)
+{
+	for (int i = 3; i < c->argc && !x->bad_count && !x->syntax; i += 2) {
+		const resp_slice *o = &c->argv[i];
+		bool has_arg = c->argc - i >= 2;
+		long long count;
+		if (OPT_IS(o, "count") && has_arg) {
+			if (!arg_ll(&c->argv[i + 1], &count))
+				x->bad_count = true;
+			else if (count < 1)
+				x->syntax = true;
+		} else if (OPT_IS(o, "match") && has_arg) {
+			x->pat = c->argv[i + 1].ptr;
+			x->plen = c->argv[i + 1].len;
+			if (x->plen == 1 && x->pat[0] == '*')
+				x->pat = NULL;
+		} else {
+			x->syntax = true;
+		}
+	}
+}
+
+void cmd_sscan(client *c)
+{
+	struct sscan_ctx x = { .c = c };
+	unsigned long long cursor;
+
+	if (!scan_cursor_parse(&c->argv[2], &cursor)) {
+		reply_error(c, "ERR invalid cursor");
+		return;
+	}
+	sscan_opts(c, &x);
+	int rc = coll_read(c, &c->argv[1], COLL_SET, sscan_cb, &x);
+	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND) {
+		resp_write_array_len(&c->out, 2);
+		reply_bulk(c, "0", 1);
+		resp_write_array_len(&c->out, 0);
+	}
+}
