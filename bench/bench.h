@@ -157,6 +157,8 @@ enum bench_op {
 	BENCH_OP_DEL,
 	BENCH_OP_EXISTS,
 	BENCH_OP_PING,
+	BENCH_OP_HGET,     /* one field of a hash key (the key space's fields > 0) */
+	BENCH_OP_HSET,     /* sets one field of a hash key */
 	BENCH_OP_COUNT
 };
 
@@ -166,6 +168,8 @@ const char *bench_op_name(int op);
 int bench_op_parse(const char *s);
 /* Ops that take b keys in one command. */
 static inline bool bench_op_multi(int op) { return op == BENCH_OP_MGET || op == BENCH_OP_MSET; }
+/* Ops on one field of a hash: their requests name a cell (below), not a key. */
+static inline bool bench_op_hash(int op) { return op == BENCH_OP_HGET || op == BENCH_OP_HSET; }
 
 /*
  * The key space: keys 0..dbsize-1, key i written as the decimal i left-padded with '0' to keylen
@@ -174,18 +178,25 @@ static inline bool bench_op_multi(int op) { return op == BENCH_OP_MGET || op == 
  * itself when the value length given is 0 (as Resp.benchmark's --valuelength 0). Values of
  * different keys differ (unless valuelen is tiny), so a server returning the wrong key's value, a
  * stale value or a truncated one is caught.
+ *
+ * Hash key spaces (fields > 0, for HGET and HSET): every key is a hash of fields fields named
+ * "f0".."f<fields-1>", each value vallen bytes. HGET and HSET requests carry a cell index,
+ * key * fields + field, where a string op carries a key index; field f of key k holds the value
+ * that bench_value_format gives index k * fields + f, so a reply from the wrong field or key fails.
  */
 typedef struct bench_keyspace {
 	uint64_t dbsize;
 	uint32_t keylen;          /* >= digits of dbsize - 1 */
 	uint32_t vallen;          /* bytes of every value (keylen when value_is_key) */
 	bool value_is_key;
+	uint32_t fields;          /* > 0: every key is a hash of this many fields; 0: strings */
 	bool zipf;
 	bench_zipf z;             /* when zipf */
 } bench_keyspace;
 
 #define BENCH_KEYLEN_MAX 1024
 #define BENCH_VALLEN_MAX (64u << 20)
+#define BENCH_FIELDS_MAX (1u << 20)
 
 /* Decimal digits of dbsize - 1 (at least 1). */
 uint32_t bench_key_digits(uint64_t dbsize);
@@ -198,22 +209,40 @@ void bench_key_format(const bench_keyspace *ks, uint64_t i, char *out);
 void bench_value_format(const bench_keyspace *ks, uint64_t i, char *out);
 /* true when [p, p+len) is key i's value. */
 bool bench_value_matches(const bench_keyspace *ks, uint64_t i, const char *p, size_t len);
+/* Make ks a hash key space of fields fields (see above). 0, or -EINVAL when fields is 0 or over
+ * BENCH_FIELDS_MAX, the value is the key (vallen 0), or dbsize * fields cells overflow 64 bits. */
+int bench_keyspace_hash(bench_keyspace *ks, uint32_t fields);
 /* A key for the next request: uniform or Zipf over the key space. */
 static inline uint64_t bench_key_pick(const bench_keyspace *ks, bench_rng *r)
 {
 	return ks->zipf ? bench_zipf_next(&ks->z, r) : bench_rng_below(r, ks->dbsize);
 }
+/* What the next request of op names: a key (bench_key_pick), for a hash op a cell whose key is so
+ * drawn and whose field is uniform, for PING 0. */
+static inline uint64_t bench_req_pick(const bench_keyspace *ks, int op, bench_rng *r)
+{
+	if (op == BENCH_OP_PING)
+		return 0;
+	uint64_t k = bench_key_pick(ks, r);
+	return bench_op_hash(op) ? k * ks->fields + bench_rng_below(r, ks->fields) : k;
+}
 
-/* Bytes that encoding op with nkeys keys takes (exact). */
+/* Bytes that encoding op with nkeys keys takes: exact, except for HGET/HSET, where it is the size
+ * with the longest field name (a bound: field names differ in length). */
 size_t bench_req_size(const bench_keyspace *ks, int op, uint32_t nkeys);
 /*
  * Encode one request as a RESP array into out (bench_req_size bytes available): op on keys
- * keys[0..nkeys) (nkeys 1 except for MGET/MSET; none for PING). key_off/val_off (may be NULL) get,
- * for each key, the offsets in out of its bytes and of its value's bytes (SET/MSET; else 0), so the
- * in-process client can run the same batch from the same bytes. Returns the bytes written.
+ * keys[0..nkeys) (nkeys 1 except for MGET/MSET; none for PING; for HGET/HSET keys[0] is a cell).
+ * key_off/val_off (may be NULL) get, for each key, the offsets in out of its bytes and of its
+ * value's bytes (SET/MSET/HSET; else 0), so the in-process client can run the same batch from the
+ * same bytes. Returns the bytes written.
  */
 size_t bench_req_encode(const bench_keyspace *ks, int op, const uint64_t *keys, uint32_t nkeys, char *out,
                         uint32_t *key_off, uint32_t *val_off);
+/* The load's request for key i of a hash key space: one HSET of all its fields, f0 first. Its exact
+ * size, and the encoder (bench_hash_load_size bytes available; returns the bytes written). */
+size_t bench_hash_load_size(const bench_keyspace *ks);
+size_t bench_hash_load_encode(const bench_keyspace *ks, uint64_t key, char *out);
 
 /*
  * A pre-built batch: `count` requests of one op (or one MGET/MSET of `count` keys), encoded back to
@@ -262,6 +291,8 @@ void bench_check_merge(bench_check *dst, const bench_check *src);
  *   GET: the key's value (nil: MISSING, or accepted when c->allow_missing)
  *   SET, MSET: +OK       INCR: an integer      DEL, EXISTS: :0 or :1 (0 for EXISTS as a nil GET)
  *   PING: +PONG          any op: '-' is ERROR (RESP3 '!' blob errors too)
+ *   HGET: as GET, the cell's value     HSET (one field, or the load's whole hash): an integer
+ *   from 0 to ks->fields (the fields it added)
  */
 int bench_reply_check(bench_check *c, const bench_keyspace *ks, int op, uint64_t key, const char *p, size_t len);
 /* Record a failure found elsewhere (the in-process client, a short array) in c. */

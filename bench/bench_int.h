@@ -31,6 +31,8 @@ typedef struct bench_opts {
 	uint64_t dbsize;
 	uint32_t keylen, vallen;
 	bool keylen_given;
+	uint32_t fields;              /* --fields: per hash when hash_keys */
+	bool hash_keys;               /* the workload has HGET or HSET: the load writes hashes */
 	double runtime;               /* seconds; 0 = load only; < 0 = until interrupted */
 	int threads[BENCH_LIST_MAX], nthreads;
 	int batches[BENCH_LIST_MAX], nbatches;

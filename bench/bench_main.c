@@ -2,15 +2,16 @@
  * bench_main.c - spillway-bench: a RESP load generator with Garnet Resp.benchmark's flags.
  *
  *   spillway-bench [--host H] [--port P] [--password PW] [--client native|inproc]
- *                  [--op GET|SET|MGET|MSET|INCR|DEL|EXISTS|PING] [--dbsize N] [--keylength K]
- *                  [--valuelength V] [--runtime S] [-t 1,2,4] [-b 1,16,256] [-s] [--zipf [THETA]]
+ *                  [--op GET|SET|MGET|MSET|INCR|DEL|EXISTS|PING|HGET|HSET] [--dbsize N] [--keylength K]
+ *                  [--valuelength V] [--fields F] [--runtime S] [-t 1,2,4] [-b 1,16,256] [-s] [--zipf [THETA]]
  *                  [--online --op-workload GET,SET --op-percent 80,20 --itp K [--rate R[,R2..]]]
  *                  [--conns-per-thread C] [--csv FILE] [--json FILE] [--plot FILE.png]
  *                  [--server-pid PID] [--seed N] [--memory --page --index --mutable-percent]
  *
  * Design notes:
  *  1. Phases. Unless -s, a load phase first writes keys 0..dbsize-1 with their deterministic values
- *     (SET pipelines when --op SET, else MSET commands), split over the largest -t. --runtime 0
+ *     (SET pipelines when --op SET, one HSET of all --fields per key when the workload has HGET or
+ *     HSET, else MSET commands), split over the largest -t. --runtime 0
  *     stops there. Then either offline rows (one per (threads, batch) pair of the -t and -b lists)
  *     or online rows (one per threads value, and per --rate value when rates are given).
  *  2. One row = one bench_run: worker threads set up everything they need (connections, batches,
@@ -150,7 +151,9 @@ static void row_op_name(const bench_opts *o, int mode, char *buf, size_t n)
 {
 	if (mode != BENCH_MODE_ONLINE || o->nwl == 1) {
 		int op = mode == BENCH_MODE_ONLINE ? o->wl_op[0] : o->op;
-		if (mode == BENCH_MODE_LOAD)   /* the in-process load upserts key by key: "SET" */
+		if (mode == BENCH_MODE_LOAD && o->hash_keys)
+			op = BENCH_OP_HSET;
+		else if (mode == BENCH_MODE_LOAD)   /* the in-process load upserts key by key: "SET" */
 			op = o->op == BENCH_OP_SET || o->client == BENCH_CLIENT_INPROC ? BENCH_OP_SET : BENCH_OP_MSET;
 		snprintf(buf, n, "%s", bench_op_name(op));
 		return;
@@ -469,7 +472,7 @@ out:
 /* Keys per load round trip: about LOAD_RT_BYTES, at most 1024. */
 static int load_batch(const bench_keyspace *ks)
 {
-	size_t per = (size_t)ks->keylen + ks->vallen + 32;
+	size_t per = ks->fields ? bench_hash_load_size(ks) : (size_t)ks->keylen + ks->vallen + 32;
 	return (int)SPW_MAX((size_t)1, SPW_MIN((size_t)1024, LOAD_RT_BYTES / per));
 }
 
@@ -483,9 +486,11 @@ int main(int argc, char **argv)
 	if (bench_opts_parse(argc, argv, &o) < 0)
 		return 2;
 	rc = bench_keyspace_init(&ks, o.dbsize, o.keylen, o.vallen, o.theta);
+	if (rc == 0 && o.hash_keys)
+		rc = bench_keyspace_hash(&ks, o.fields);
 	if (rc < 0) {
-		fprintf(stderr, "spillway-bench: bad key space (--dbsize %llu --keylength %u --valuelength %u)\n",
-		        (unsigned long long)o.dbsize, o.keylen, o.vallen);
+		fprintf(stderr, "spillway-bench: bad key space (--dbsize %llu --keylength %u --valuelength %u%s)\n",
+		        (unsigned long long)o.dbsize, o.keylen, o.vallen, o.hash_keys ? " --fields" : "");
 		return 2;
 	}
 	memset(&ctx, 0, sizeof(ctx));
@@ -514,9 +519,12 @@ int main(int argc, char **argv)
 	char dist[32] = "uniform";
 	if (ks.zipf)
 		snprintf(dist, sizeof(dist), "zipf %.2f", ks.z.theta);
-	printf("# spillway-bench: %s; dbsize %llu, keys %u B, values %u B%s, %s keys; runtime %g s\n",
+	char shape[48] = "";
+	if (ks.fields)
+		snprintf(shape, sizeof(shape), " (hashes of %u fields)", ks.fields);
+	printf("# spillway-bench: %s; dbsize %llu%s, keys %u B, values %u B%s, %s keys; runtime %g s\n",
 	       o.client == BENCH_CLIENT_INPROC ? "in-process store" : "native client", (unsigned long long)ks.dbsize,
-	       ks.keylen, ks.vallen, ks.value_is_key ? " (= key)" : "", dist, o.runtime);
+	       shape, ks.keylen, ks.vallen, ks.value_is_key ? " (= key)" : "", dist, o.runtime);
 	if (o.client == BENCH_CLIENT_NATIVE)
 		printf("# server %s:%s\n", o.host, o.port);
 	fflush(stdout);

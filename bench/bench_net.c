@@ -308,7 +308,9 @@ static void net_load_sizes(const bench_run *r, uint32_t *keys_rt, size_t *bytes)
 {
 	const bench_keyspace *ks = r->ks;
 	uint32_t k = (uint32_t)r->batch;
-	if (r->o->op == BENCH_OP_MSET) {
+	if (ks->fields) {
+		*bytes = (size_t)k * bench_hash_load_size(ks);
+	} else if (r->o->op == BENCH_OP_MSET) {
 		uint32_t cmds = (k + NET_LOAD_MSET_KEYS - 1) / NET_LOAD_MSET_KEYS;
 		*bytes = (size_t)cmds * bench_req_size(ks, BENCH_OP_MSET, NET_LOAD_MSET_KEYS);
 	} else {
@@ -504,7 +506,7 @@ static inline void net_push_next(bench_worker *w, net_conn *c, uint64_t t_ns)
 {
 	bench_run *r = w->run;
 	int op = bench_workload_pick(r, &w->rng);
-	uint64_t key = op == BENCH_OP_PING ? 0 : bench_key_pick(r->ks, &w->rng);
+	uint64_t key = bench_req_pick(r->ks, op, &w->rng);
 	net_push(w, c, op, key, t_ns);
 }
 
@@ -634,14 +636,16 @@ static int net_run(bench_worker *w, net_state *st)
 	return 0;
 }
 
-/* Load [lo, hi) with SET pipelines or MSET commands of NET_LOAD_MSET_KEYS keys, one round trip of
- * r->batch keys at a time, checking every reply. */
+/* Load [lo, hi) with SET pipelines, MSET commands of NET_LOAD_MSET_KEYS keys or (a hash key space)
+ * one HSET of all fields per key, one round trip of r->batch keys at a time, checking every reply. */
 static int net_load(bench_worker *w, net_state *st)
 {
 	bench_run *r = w->run;
 	const bench_keyspace *ks = r->ks;
 	net_conn *c = &st->c[0];
-	bool mset = r->o->op == BENCH_OP_MSET;
+	bool hash = ks->fields > 0;
+	bool mset = !hash && r->o->op == BENCH_OP_MSET;
+	int op = hash ? BENCH_OP_HSET : mset ? BENCH_OP_MSET : BENCH_OP_SET;
 	uint32_t keys_rt;
 	size_t bytes;
 	uint64_t keys[NET_LOAD_MSET_KEYS];
@@ -656,8 +660,10 @@ static int net_load(bench_worker *w, net_state *st)
 			uint32_t n = mset ? (uint32_t)SPW_MIN((uint64_t)NET_LOAD_MSET_KEYS, end - k) : 1;
 			for (uint32_t j = 0; j < n; j++)
 				keys[j] = k + j;
-			c->out_len += bench_req_encode(ks, mset ? BENCH_OP_MSET : BENCH_OP_SET, keys, n,
-			                               c->sbuf + c->out_len, NULL, NULL);
+			if (hash)
+				c->out_len += bench_hash_load_encode(ks, k, c->sbuf + c->out_len);
+			else
+				c->out_len += bench_req_encode(ks, op, keys, n, c->sbuf + c->out_len, NULL, NULL);
 			k += n;
 			cmds++;
 		}
@@ -676,7 +682,7 @@ static int net_load(bench_worker *w, net_state *st)
 					break;
 				if (rc != RESP_OK)
 					return net_fail_io(w, -EPROTO);
-				bench_reply_check(&w->check, ks, mset ? BENCH_OP_MSET : BENCH_OP_SET, next, c->in + c->in_beg, used);
+				bench_reply_check(&w->check, ks, op, next, c->in + c->in_beg, used);
 				c->in_beg += used;
 				cmds--;
 			}

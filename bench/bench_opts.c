@@ -25,11 +25,13 @@ static void usage(FILE *f)
 	"  -a, --password PW            send AUTH PW on every connection (alias --auth)\n"
 	"      --client native|inproc   native: pipelined RESP over TCP (default); inproc: run the store\n"
 	"                               (log/hlog) in this process, no TCP, to measure its CPU per op\n"
-	"      --op OP                  GET SET MGET MSET INCR DEL EXISTS PING (default GET)\n"
+	"      --op OP                  GET SET MGET MSET INCR DEL EXISTS PING HGET HSET (default GET)\n"
 	"      --dbsize N               keys 0..N-1 (default 1024)\n"
 	"      --keylength K            key bytes, zero-padded decimal (default 8, or the digits of N-1;\n"
 	"                               0 = just the digits)\n"
-	"      --valuelength V          value bytes (default 8; 0 = the value is the key)\n"
+	"      --valuelength V          value bytes (default 8; 0 = the value is the key); HGET/HSET: per field\n"
+	"      --fields F               HGET/HSET: the load writes each key as one HSET of F fields f0..f<F-1>;\n"
+	"                               HGET reads, HSET sets one random field of a key (default 20)\n"
 	"      --runtime S              seconds per row (default 15; 0 = load only; -1 = until Ctrl-C)\n"
 	"  -t, --threads LIST           worker threads, comma separated: one row each (default 1)\n"
 	"  -b, --batchsize LIST         offline: requests per batch (MGET/MSET: keys per command) (default 4096)\n"
@@ -55,7 +57,7 @@ static void usage(FILE *f)
 enum {
 	OPT_OP = 256, OPT_DBSIZE, OPT_KEYLEN, OPT_VALLEN, OPT_RUNTIME, OPT_WORKLOAD, OPT_PERCENT, OPT_ITP, OPT_RATE,
 	OPT_ZIPF, OPT_CONNS, OPT_CLIENT, OPT_CSV, OPT_JSON, OPT_PLOT, OPT_PID, OPT_SEED, OPT_MEMORY, OPT_PAGE,
-	OPT_INDEX, OPT_MUTABLE, OPT_QUIET, OPT_HELP,
+	OPT_INDEX, OPT_MUTABLE, OPT_QUIET, OPT_HELP, OPT_FIELDS,
 };
 
 #define F(field) offsetof(bench_opts, field)
@@ -75,6 +77,7 @@ static const bench_cli bench_flags[] = {
 	{ "dbsize", OPT_DBSIZE, REQ, BENCH_CLI_U64, F(dbsize), 0, 1, UINT64_MAX, 0, "--dbsize", "1024" },
 	{ "keylength", OPT_KEYLEN, REQ, BENCH_CLI_OWN, F(keylen), 0, 0, BENCH_KEYLEN_MAX, 0, "--keylength", NULL },
 	{ "valuelength", OPT_VALLEN, REQ, BENCH_CLI_U32, F(vallen), 0, 0, BENCH_VALLEN_MAX, 0, "--valuelength", "8" },
+	{ "fields", OPT_FIELDS, REQ, BENCH_CLI_U32, F(fields), 0, 1, BENCH_FIELDS_MAX, 0, "--fields", "20" },
 	{ "runtime", OPT_RUNTIME, REQ, BENCH_CLI_DOUBLE, F(runtime), 0, 0, 0, 0, "--runtime", "15" },
 	{ "op-workload", OPT_WORKLOAD, REQ, BENCH_CLI_OPS, F(wl_op), F(nwl), 0, 0, BENCH_OP_COUNT, "--op-workload", NULL },
 	{ "op-percent", OPT_PERCENT, REQ, BENCH_CLI_INTS, F(wl_pct), F(npct), 0, 100, BENCH_OP_COUNT, "--op-percent", NULL },
@@ -211,6 +214,33 @@ static int opts_check_keys(bench_opts *o)
 	return 0;
 }
 
+/* A workload with HGET or HSET makes every key a hash (bench.h): the string ops that read or write
+ * values cannot run on those keys, and the value cannot be the key (a field's value is a cell's). */
+static int opts_check_hash(bench_opts *o)
+{
+	int string_op = -1;
+	o->hash_keys = bench_op_hash(o->op);
+	for (int i = 0; i < o->nwl; i++)
+		o->hash_keys |= bench_op_hash(o->wl_op[i]);
+	for (int i = -1; i < o->nwl; i++) {
+		int op = i < 0 ? o->op : o->wl_op[i];
+		if (op == BENCH_OP_GET || op == BENCH_OP_SET || op == BENCH_OP_MGET || op == BENCH_OP_MSET)
+			string_op = op;
+	}
+	if (!o->hash_keys)
+		return 0;
+	if (string_op >= 0) {
+		fprintf(stderr, "spillway-bench: HGET/HSET load hashes, on which %s would fail (WRONGTYPE)\n",
+		        bench_op_name(string_op));
+		return -EINVAL;
+	}
+	if (o->vallen == 0) {
+		fprintf(stderr, "spillway-bench: HGET/HSET need --valuelength > 0\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The online workload: ops and shares that sum to 100, --op alone being a workload of one. */
 static int opts_check_workload(bench_opts *o)
 {
@@ -249,7 +279,7 @@ static int opts_check_workload(bench_opts *o)
 			        bench_op_name(o->wl_op[i]));
 			return -EINVAL;
 		}
-	return 0;
+	return opts_check_hash(o);
 }
 
 /* Flags that the in-process client cannot honour. */
@@ -257,6 +287,10 @@ static int opts_check_client(const bench_opts *o)
 {
 	if (o->client == BENCH_CLIENT_INPROC && o->skip_load) {
 		fprintf(stderr, "spillway-bench: -s with --client inproc: the in-process store starts empty\n");
+		return -EINVAL;
+	}
+	if (o->client == BENCH_CLIENT_INPROC && o->hash_keys) {
+		fprintf(stderr, "spillway-bench: HGET/HSET with --client inproc: the in-process store has no hashes\n");
 		return -EINVAL;
 	}
 	if (o->client == BENCH_CLIENT_INPROC && o->server_pid) {

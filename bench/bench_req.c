@@ -6,8 +6,11 @@
  *     a later run with -s agree on every byte without sharing anything but the flags.
  *  2. A value never parses as an integer (its first byte is a letter), so INCR on a loaded key is an
  *     error and counter keys ("c" + key) never collide with loaded keys (those are all digits).
- *  3. bench_req_size() is exact: encoders write into buffers sized by it, never past them.
+ *  3. bench_req_size() is exact (for HGET/HSET a bound: the longest field name), and
+ *     bench_hash_load_size() exact: encoders write into buffers sized by them, never past them.
  *  4. The checker never allocates: it compares replies against values regenerated block by block.
+ *  5. A hash op's request names a cell, key * fields + field (bench.h), so the ring of in-flight
+ *     requests, the batches and the checker carry one number per request for either kind of op.
  */
 #include "bench/bench.h"
 
@@ -22,6 +25,7 @@
 static const char *const op_names[BENCH_OP_COUNT] = {
 	[BENCH_OP_GET] = "GET", [BENCH_OP_SET] = "SET", [BENCH_OP_MGET] = "MGET", [BENCH_OP_MSET] = "MSET",
 	[BENCH_OP_INCR] = "INCR", [BENCH_OP_DEL] = "DEL", [BENCH_OP_EXISTS] = "EXISTS", [BENCH_OP_PING] = "PING",
+	[BENCH_OP_HGET] = "HGET", [BENCH_OP_HSET] = "HSET",
 };
 
 const char *bench_op_name(int op)
@@ -74,6 +78,14 @@ int bench_keyspace_init(bench_keyspace *ks, uint64_t dbsize, uint32_t keylen, ui
 			return rc;
 		ks->zipf = true;
 	}
+	return 0;
+}
+
+int bench_keyspace_hash(bench_keyspace *ks, uint32_t fields)
+{
+	if (fields == 0 || fields > BENCH_FIELDS_MAX || ks->value_is_key || ks->dbsize > UINT64_MAX / fields)
+		return -EINVAL;
+	ks->fields = fields;
 	return 0;
 }
 
@@ -151,15 +163,51 @@ static size_t bulk_size(uint64_t n)
 	return hdr_size(n) + n + 2;
 }
 
-static char *put_hdr(char *p, char c, uint64_t n)
+/* n in decimal at p; returns the end. */
+static char *put_dec(char *p, uint64_t n)
 {
-	*p++ = c;
 	uint32_t d = dec_digits(n);
 	for (uint32_t j = d; j > 0; j--) {
 		p[j - 1] = (char)('0' + n % 10);
 		n /= 10;
 	}
-	p += d;
+	return p + d;
+}
+
+static char *put_hdr(char *p, char c, uint64_t n)
+{
+	*p++ = c;
+	p = put_dec(p, n);
+	*p++ = '\r';
+	*p++ = '\n';
+	return p;
+}
+
+/* Bytes of field f's name, "f<decimal f>". */
+static uint32_t field_len(uint64_t f)
+{
+	return 1 + dec_digits(f);
+}
+
+/* Field f's name as a bulk string. */
+static char *put_field(char *p, uint64_t f)
+{
+	p = put_hdr(p, '$', field_len(f));
+	*p++ = 'f';
+	p = put_dec(p, f);
+	*p++ = '\r';
+	*p++ = '\n';
+	return p;
+}
+
+/* The value of key (or cell) i as a bulk string; *val_off (may be NULL) gets its offset from base. */
+static char *put_value(const bench_keyspace *ks, uint64_t i, char *p, const char *base, uint32_t *val_off)
+{
+	p = put_hdr(p, '$', ks->vallen);
+	if (val_off)
+		*val_off = (uint32_t)(p - base);
+	bench_value_format(ks, i, p);
+	p += ks->vallen;
 	*p++ = '\r';
 	*p++ = '\n';
 	return p;
@@ -179,7 +227,9 @@ static char *put_bulk(char *p, const char *s, size_t n)
 static uint64_t req_argc(int op, uint32_t n)
 {
 	switch (op) {
-	case BENCH_OP_SET: return 3;
+	case BENCH_OP_SET:
+	case BENCH_OP_HGET: return 3;
+	case BENCH_OP_HSET: return 4;
 	case BENCH_OP_MGET: return 1 + (uint64_t)n;
 	case BENCH_OP_MSET: return 1 + 2 * (uint64_t)n;
 	case BENCH_OP_PING: return 1;
@@ -198,7 +248,9 @@ size_t bench_req_size(const bench_keyspace *ks, int op, uint32_t nkeys)
 		nkeys = op == BENCH_OP_PING ? 0 : 1;
 	size_t s = hdr_size(req_argc(op, nkeys)) + bulk_size(strlen(op_names[op]));
 	s += (size_t)nkeys * bulk_size(req_keylen(ks, op));
-	if (op == BENCH_OP_SET || op == BENCH_OP_MSET)
+	if (bench_op_hash(op))
+		s += bulk_size(field_len(ks->fields ? ks->fields - 1 : 0));
+	if (op == BENCH_OP_SET || op == BENCH_OP_MSET || op == BENCH_OP_HSET)
 		s += (size_t)nkeys * bulk_size(ks->vallen);
 	return s;
 }
@@ -210,28 +262,48 @@ size_t bench_req_encode(const bench_keyspace *ks, int op, const uint64_t *keys, 
 		nkeys = op == BENCH_OP_PING ? 0 : 1;
 	char *p = put_hdr(out, '*', req_argc(op, nkeys));
 	p = put_bulk(p, op_names[op], strlen(op_names[op]));
-	bool with_value = op == BENCH_OP_SET || op == BENCH_OP_MSET;
+	bool hash = bench_op_hash(op);
+	bool with_value = op == BENCH_OP_SET || op == BENCH_OP_MSET || op == BENCH_OP_HSET;
 	for (uint32_t j = 0; j < nkeys; j++) {
 		p = put_hdr(p, '$', req_keylen(ks, op));
 		if (key_off)
 			key_off[j] = (uint32_t)(p - out);
 		if (op == BENCH_OP_INCR)
 			*p++ = 'c';
-		bench_key_format(ks, keys[j], p);
+		bench_key_format(ks, hash ? keys[j] / ks->fields : keys[j], p);
 		p += ks->keylen;
 		*p++ = '\r';
 		*p++ = '\n';
-		if (with_value) {
-			p = put_hdr(p, '$', ks->vallen);
-			if (val_off)
-				val_off[j] = (uint32_t)(p - out);
-			bench_value_format(ks, keys[j], p);
-			p += ks->vallen;
-			*p++ = '\r';
-			*p++ = '\n';
-		} else if (val_off) {
+		if (hash)
+			p = put_field(p, keys[j] % ks->fields);
+		if (with_value)
+			p = put_value(ks, keys[j], p, out, val_off ? &val_off[j] : NULL);
+		else if (val_off)
 			val_off[j] = 0;
-		}
+	}
+	return (size_t)(p - out);
+}
+
+size_t bench_hash_load_size(const bench_keyspace *ks)
+{
+	size_t s = hdr_size(2 + 2 * (uint64_t)ks->fields) + bulk_size(4) + bulk_size(ks->keylen);
+	for (uint32_t f = 0; f < ks->fields; f++)
+		s += bulk_size(field_len(f)) + bulk_size(ks->vallen);
+	return s;
+}
+
+size_t bench_hash_load_encode(const bench_keyspace *ks, uint64_t key, char *out)
+{
+	char *p = put_hdr(out, '*', 2 + 2 * (uint64_t)ks->fields);
+	p = put_bulk(p, "HSET", 4);
+	p = put_hdr(p, '$', ks->keylen);
+	bench_key_format(ks, key, p);
+	p += ks->keylen;
+	*p++ = '\r';
+	*p++ = '\n';
+	for (uint32_t f = 0; f < ks->fields; f++) {
+		p = put_field(p, f);
+		p = put_value(ks, key * ks->fields + f, p, out, NULL);
 	}
 	return (size_t)(p - out);
 }
@@ -270,7 +342,7 @@ int bench_batch_build(bench_batch *b, const bench_keyspace *ks, int op, uint32_t
 		return -ENOMEM;
 	}
 	for (uint32_t j = 0; j < b->nkeys; j++)
-		b->keys[j] = seq ? (*seq)++ : bench_key_pick(ks, r);
+		b->keys[j] = seq ? (*seq)++ : bench_req_pick(ks, op, r);
 	if (multi) {
 		b->len = bench_req_encode(ks, op, b->keys, count, b->buf, b->key_off, b->val_off);
 	} else {
@@ -340,8 +412,8 @@ void bench_check_note(bench_check *c, int kind, int op, uint64_t key, const char
 	if (op == BENCH_OP_PING)
 		n = snprintf(c->first, sizeof(c->first), "PING: %s: ", kinds[kind]);
 	else
-		n = snprintf(c->first, sizeof(c->first), "%s key %llu: %s: ", bench_op_name(op),
-		             (unsigned long long)key, kinds[kind]);
+		n = snprintf(c->first, sizeof(c->first), "%s %s %llu: %s: ", bench_op_name(op),
+		             bench_op_hash(op) ? "cell" : "key", (unsigned long long)key, kinds[kind]);
 	if (n > 0 && (size_t)n < sizeof(c->first))
 		escape_into(c->first + n, sizeof(c->first) - (size_t)n, what, wlen, 64);
 }
@@ -379,7 +451,8 @@ int bench_reply_check(bench_check *c, const bench_keyspace *ks, int op, uint64_t
 	}
 	switch (op) {
 	case BENCH_OP_GET:
-	case BENCH_OP_MGET: {
+	case BENCH_OP_MGET:
+	case BENCH_OP_HGET: {
 		const char *d;
 		size_t dl;
 		bool nil = (p[0] == '$' && len >= 3 && p[1] == '-') || p[0] == '_';
@@ -397,6 +470,12 @@ int bench_reply_check(bench_check *c, const bench_keyspace *ks, int op, uint64_t
 	case BENCH_OP_INCR: {
 		long long v;
 		if (p[0] != ':' || len < 4 || !spw_parse_ll(p + 1, len - 3, &v))
+			kind = BENCH_REPLY_WRONG;
+		break;
+	}
+	case BENCH_OP_HSET: {
+		long long v;
+		if (p[0] != ':' || len < 4 || !spw_parse_ll(p + 1, len - 3, &v) || v < 0 || v > (long long)ks->fields)
 			kind = BENCH_REPLY_WRONG;
 		break;
 	}

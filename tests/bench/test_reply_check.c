@@ -1,7 +1,8 @@
 /*
  * test_reply_check.c - spillway-bench's reply checker: the right value passes, and every way a
  * broken server could post a fast number (another key's value, a truncated value, nil for a
- * loaded key, an error, a reply of the wrong type) is counted, with the first one described.
+ * loaded key, an error, a reply of the wrong type) is counted, with the first one described; for
+ * HGET the value of the very field asked (a cell), and for HSET an integer up to the fields.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +22,10 @@ static bench_keyspace g_ks;
 static int setup(void **state)
 {
 	(void)state;
-	return bench_keyspace_init(&g_ks, 1000, 8, 12, 0.0);
+	/* Hashes of 20 fields too (HGET, HSET): the string ops ignore the fields. */
+	if (bench_keyspace_init(&g_ks, 1000, 8, 12, 0.0) < 0)
+		return -1;
+	return bench_keyspace_hash(&g_ks, 20);
 }
 
 /* "$12\r\n<value of key i>\r\n" */
@@ -217,6 +221,42 @@ static void test_an_mget_reply_checks_each_element_against_its_key(void **state)
 	assert_non_null(strstr(c.first, "MGET key 11: wrong reply"));
 }
 
+static void test_hget_passes_the_cells_value_and_nothing_else(void **state)
+{
+	(void)state;
+	bench_check c;
+	char r[64];
+	memset(&c, 0, sizeof(c));
+	size_t n = bulk_of_value(141, r);   /* field 1 of key 7: the value of cell 141 */
+	assert_int_equal(bench_reply_check(&c, &g_ks, BENCH_OP_HGET, 141, r, n), BENCH_REPLY_OK);
+	assert_int_equal(bench_check_failures(&c), 0);
+	/* the next field of the same key, and the same field of the next key */
+	assert_int_equal(bench_reply_check(&c, &g_ks, BENCH_OP_HGET, 142, r, n), BENCH_REPLY_WRONG);
+	assert_int_equal(bench_reply_check(&c, &g_ks, BENCH_OP_HGET, 161, r, n), BENCH_REPLY_WRONG);
+	assert_int_equal(bench_reply_check(&c, &g_ks, BENCH_OP_HGET, 141, r, n - 3), BENCH_REPLY_WRONG);
+	assert_int_equal(check(&c, BENCH_OP_HGET, 141, "$-1\r\n"), BENCH_REPLY_MISSING);
+	assert_int_equal(check(&c, BENCH_OP_HGET, 141, "-WRONGTYPE Operation against a key holding the wrong "
+	                       "kind of value\r\n"), BENCH_REPLY_ERROR);
+	assert_int_equal(c.wrong, 3);
+	assert_int_equal(c.missing, 1);
+	assert_int_equal(c.errors, 1);
+	assert_true(strncmp(c.first, "HGET cell 142: wrong reply: $12", 31) == 0);
+}
+
+static void test_hset_passes_an_integer_up_to_the_fields(void **state)
+{
+	(void)state;
+	bench_check c;
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, ":0\r\n"), BENCH_REPLY_OK);
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, ":1\r\n"), BENCH_REPLY_OK);
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, ":20\r\n"), BENCH_REPLY_OK);   /* the load's reply */
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, ":21\r\n"), BENCH_REPLY_WRONG);
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, ":-1\r\n"), BENCH_REPLY_WRONG);
+	assert_int_equal(check(&c, BENCH_OP_HSET, 5, "+OK\r\n"), BENCH_REPLY_WRONG);
+	assert_int_equal(c.wrong, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -231,6 +271,8 @@ int main(void)
 		cmocka_unit_test(test_failure_text_escapes_binary_bytes),
 		cmocka_unit_test(test_array_headers_split_mget_replies),
 		cmocka_unit_test(test_an_mget_reply_checks_each_element_against_its_key),
+		cmocka_unit_test(test_hget_passes_the_cells_value_and_nothing_else),
+		cmocka_unit_test(test_hset_passes_an_integer_up_to_the_fields),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -6,7 +6,9 @@
  * every numeric column a number, ops and throughput above zero, percentiles in order, no reply
  * failures and a clean exit. Then the reply check itself is put to the test: after a load, another
  * client overwrites one key with a wrong value, and a GET run over that small key space must count
- * it as a wrong reply and exit with status 1. The in-process client gets a short run too, and
+ * it as a wrong reply and exit with status 1. Hash runs (HGET, HSET) load every key as one HSET of
+ * --fields fields, give the same well-formed rows, and catch an overwritten field by its cell. The
+ * in-process client gets a short run too, and
  * --server-pid must fill the server CPU columns. All runs last a fraction of a second: this tests
  * the tool, not the servers' speed.
  */
@@ -305,6 +307,61 @@ static void wrong_value_caught_on(int srv)
 	free(csv);
 }
 
+/* Hashes: a load of 400 hashes of 20 fields, offline HGET and an online HGET/HSET mix; then one
+ * field overwritten from another connection must be caught by a HGET run over 4 of those keys
+ * (80 cells: the overwritten one is drawn about once in 80 HGETs). */
+static void hashes_against(int srv)
+{
+	char *out = NULL, *csv = NULL;
+	csv_row rows[4];
+	const char *off[] = { "--dbsize", "400", "--fields", "20", "--valuelength", "24", "--runtime", "0.3", "-b",
+	                      "16", "--op", "HGET", NULL };
+	int st = bench_run(srv, off, &out, &csv);
+	if (st != 0 || !csv)
+		fail_msg("%s: HGET run exited %d:\n%s", g_srv[srv].name, st, out ? out : "");
+	assert_int_equal(csv_rows(csv, rows, 4), 2);
+	row_check(&rows[0], "load", "HSET", 1);
+	assert_int_equal((int)num(&rows[0], C_OPS), 400);
+	row_check(&rows[1], "offline", "HGET", 1);
+	free(out);
+	free(csv);
+
+	itest_conn c;
+	assert_int_equal(itest_conn_open(&c, g_srv[srv].port), 0);
+	itest_expect(&c, ":20\r\n", "HLEN", "00000399", NULL);
+	char *r = itest_call(&c, "HGET", "00000003", "f19", NULL);
+	assert_true(strncmp(r, "$24\r\n", 5) == 0);
+	free(r);
+	itest_conn_close(&c);
+
+	const char *on[] = { "--dbsize", "400", "--fields", "20", "--valuelength", "24", "-s", "--runtime", "0.3",
+	                     "--online", "--op-workload", "HGET,HSET", "--op-percent", "80,20", "--itp", "4", "--zipf",
+	                     NULL };
+	st = bench_run(srv, on, &out, &csv);
+	if (st != 0 || !csv)
+		fail_msg("%s: HGET/HSET run exited %d:\n%s", g_srv[srv].name, st, out ? out : "");
+	assert_int_equal(csv_rows(csv, rows, 4), 1);
+	row_check(&rows[0], "online", "HGET:80,HSET:20", 1);
+	free(out);
+	free(csv);
+
+	assert_int_equal(itest_conn_open(&c, g_srv[srv].port), 0);
+	itest_expect(&c, ":0\r\n", "HSET", "00000003", "f1", "notright", NULL);
+	itest_conn_close(&c);
+	const char *get[] = { "--dbsize", "4", "--fields", "20", "--valuelength", "24", "-s", "--runtime", "0.3", "-b",
+	                      "8", "--op", "HGET", NULL };
+	st = bench_run(srv, get, &out, &csv);
+	if (st != 1)
+		fail_msg("%s: a HGET run that met a wrong field exited %d, not 1:\n%s", g_srv[srv].name, st,
+		         out ? out : "");
+	assert_int_equal(csv_rows(csv, rows, 4), 1);
+	assert_true(num(&rows[0], C_WRONG) >= 1 && num(&rows[0], C_WRONG) < num(&rows[0], C_OPS) / 4);
+	assert_int_equal((int)num(&rows[0], C_ERRORS), 0);
+	assert_non_null(strstr(out, "HGET cell 61: wrong reply: $8\\r\\nnotright\\r\\n"));   /* key 3, field 1 */
+	free(out);
+	free(csv);
+}
+
 /* A check run once per server: the test's state names the server and the check. */
 typedef struct on_server {
 	int srv;
@@ -364,6 +421,10 @@ int main(void)
 		          wrong_value_caught_on, SRV_SPILLWAY),
 		ON_SERVER(test_reply_check_catches_a_value_overwritten_by_another_client_on_redis,
 		          wrong_value_caught_on, SRV_REDIS),
+		ON_SERVER(test_hash_runs_give_well_formed_rows_and_catch_a_wrong_field_on_spillway, hashes_against,
+		          SRV_SPILLWAY),
+		ON_SERVER(test_hash_runs_give_well_formed_rows_and_catch_a_wrong_field_on_redis, hashes_against,
+		          SRV_REDIS),
 		cmocka_unit_test(test_inproc_client_runs_the_same_workloads_without_tcp),
 		cmocka_unit_test(test_bad_flags_are_usage_errors),
 	};
