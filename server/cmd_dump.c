@@ -3,7 +3,7 @@
  * table that turns Redis-format values into records and back (dump.h), which --import-rdb shares.
  *
  * Design notes:
- *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; hashes, lists and sets
+ *  1. dump_types[] has one entry per type (RDB_KIND_*). Strings are here; hashes, lists, sets, zsets
  *     in dump_coll.c, whose visitors build the record's value: a new type adds its entry (one
  *     line) and nothing else here changes. A kind without an entry is "not supported yet": RESTORE answers "ERR Bad data
  *     format", as Redis does for a payload it cannot load.
@@ -52,6 +52,7 @@ const dump_type_ops *const dump_types[RDB_KINDS] = {
 	[RDB_KIND_HASH] = &dump_hash_ops,
 	[RDB_KIND_LIST] = &dump_list_ops,
 	[RDB_KIND_SET] = &dump_set_ops,
+	[RDB_KIND_ZSET] = &dump_zset_ops,
 };
 
 int dump_record_kind(const hlog_value *v)

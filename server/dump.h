@@ -33,7 +33,7 @@ typedef struct dump_type_ops {
 } dump_type_ops;
 
 /* By RDB_KIND_*: NULL where the type is not supported yet. */
-extern const dump_type_ops dump_hash_ops, dump_list_ops, dump_set_ops;   /* dump_coll.c */
+extern const dump_type_ops dump_hash_ops, dump_list_ops, dump_set_ops, dump_zset_ops;   /* dump_coll.c */
 extern const dump_type_ops *const dump_types[RDB_KINDS];
 
 /* The type code for a record: RDB_KIND_STRING for a string, the collection's kind for a head

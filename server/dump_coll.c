@@ -1,7 +1,7 @@
 /*
- * dump_coll.c - the collection entries of dump_types[] (dump.h): how a hash or a list decoded from
- * a DUMP payload or an RDB file becomes a collection record (coll/coll.h), and how one is DUMPed
- * as redis-server 7.0 would DUMP it.
+ * dump_coll.c - the collection entries of dump_types[] (dump.h): how a hash, list, set or sorted
+ * set decoded from a DUMP payload or an RDB file becomes a collection record (coll/coll.h), and
+ * how one is DUMPed as redis-server 7.0 would DUMP it.
  *
  * Design notes:
  *  1. A value is rebuilt, never copied: every element the decoder hands over (rdb_value.c, whatever
@@ -9,8 +9,8 @@
  *     a fresh listpack with lp_append, which stores an integer string as the narrowest int entry as
  *     lpAppend does. So the record holds exactly the bytes our commands would have built for the
  *     same content, and a listpack that redis-server wrote comes out byte for byte as it went in.
- *  2. Duplicates (hash fields, set members) are refused as Redis 7.0 refuses them in RESTORE and in an RDB
- *     ("ERR Bad data format"): the fields' entries are remembered by (offset, length) in the new
+ *  2. Duplicates (hash fields, set and zset members) are refused as Redis 7.0 refuses them in
+ *     RESTORE and in an RDB ("ERR Bad data format"): the fields' entries are remembered by (offset, length) in the new
  *     listpack and sorted once at the end, equal neighbours meaning a duplicate: O(n log n), no
  *     extra copy of the strings. Two entries are equal exactly when their bytes are, since an
  *     entry's encoding follows from its content alone (note 1).
@@ -29,14 +29,28 @@
  *     so DUMP's bytes equal redis-server's for such a list; a list Redis built otherwise (LPUSH,
  *     LINSERT, deletions) splits elsewhere there, and RESTORE takes either. A set is type 11 with
  *     its intset as it is, or type 2 with its members in our order (Redis: its dict's).
+ *  5. A sorted set's listpack is kept in (score, member) order (coll/zset.h), whatever order the
+ *     pairs came in: a listpack or ziplist that redis-server wrote is already in it (one O(n) check,
+ *     and the listpack is taken as built), a ZSET_2 from a skiplist comes highest first, a
+ *     hand-made one in any order; those are sorted once (O(n log n)) into a new listpack. Members
+ *     are checked for duplicates as note 2 (NaN scores the decoder refuses), on every encoding:
+ *     Redis 7.0 refuses them in ZSET / ZSET_2 always and in a listpack with sanitize-dump-payload.
+ *  6. The encoding byte follows rdbLoadObject: a listpack or ziplist zset becomes a skiplist only
+ *     past zset-max-listpack-entries (a long member stays in the listpack); a ZSET / ZSET_2 one is a
+ *     listpack when it is within both zset-max-listpack-entries and -value (and under listpack's
+ *     1 GiB safety size). DUMP writes a listpack zset as type 17 with its listpack as it is, a
+ *     skiplist one as ZSET_2 from the highest pair down with binary scores, as rdbSaveObject walks
+ *     the skiplist from its tail: both are redis-server's bytes for the same content.
  */
 #include "server/server_int.h"
 #include "server/dump.h"
+#include "server/zset_int.h"
 #include "coll/coll.h"
 #include "coll/list.h"
 #include "coll/listpack.h"
 #include "coll/intset.h"
 #include "coll/set.h"
+#include "coll/numconv.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -55,6 +69,9 @@ typedef struct coll_build {
 	size_t nkeys, kcap;
 	size_t maxlen;                /* the longest field or value */
 	uint64_t n;                   /* elements (pairs for a hash) */
+	double *scores;               /* zsets: keys[i]'s score (until keys_have_dup sorts keys) */
+	size_t scap;
+	size_t total;                 /* zsets: the members' bytes */
 } coll_build;
 
 static int build_begin(void *ctx, int kind, int rdb_type, uint64_t hint)
@@ -85,6 +102,7 @@ static void build_fini(dump_build *b)
 		return;
 	lp_buf_free(&cb->lp);
 	free(cb->keys);
+	free(cb->scores);
 	free(cb);
 	b->state = NULL;
 }
@@ -375,3 +393,132 @@ static int set_dump(const hlog_value *v, rdb_buf *out)
 
 static const rdb_visitor set_vis = { .begin = build_begin, .set_member = set_member, .end = set_end };
 const dump_type_ops dump_set_ops = { .vis = &set_vis, .fini = build_fini, .dump = set_dump };
+
+/* ---------------- sorted sets (notes 5, 6) ---------------- */
+
+static int zset_member(void *ctx, const uint8_t *p, size_t len, double score)
+{
+	dump_build *b = ctx;
+	coll_build *cb = b->state;
+	int rc = build_append(cb, p, len, true);
+	if (rc < 0)
+		return rc;
+	if (cb->scap < cb->kcap) {
+		double *d = realloc(cb->scores, cb->kcap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		cb->scores = d;
+		cb->scap = cb->kcap;
+	}
+	cb->scores[cb->nkeys - 1] = score;
+	cb->total += len;
+	cb->n++;
+	return coll_lp_append_score(&cb->lp, score);
+}
+
+/* The pairs as they came: member entries at keys[i] of lp, scores[i]. */
+typedef struct zpairs {
+	const uint8_t *lp;
+	const key_ent *keys;
+	const double *scores;
+} zpairs;
+
+/* zslInsert's order: by score, then by member bytes (zs_member_cmp). */
+static int zpair_cmp(const zpairs *z, size_t i, size_t j)
+{
+	double a = z->scores[i], b = z->scores[j];
+	char buf[LP_INTBUF_SIZE];
+	size_t len;
+	if (a != b)
+		return a < b ? -1 : 1;
+	const char *s = zs_member(z->lp + z->keys[j].off, buf, &len);
+	return zs_member_cmp(z->lp + z->keys[i].off, s, len);
+}
+
+static int zidx_cmp(const void *a, const void *b, void *arg)
+{
+	return zpair_cmp(arg, *(const uint32_t *)a, *(const uint32_t *)b);
+}
+
+/* The pairs of cb sorted into out, a new listpack (note 5). 0 or -ENOMEM / -E2BIG. */
+static int zset_sort(coll_build *cb, const zpairs *z, lp_buf *out)
+{
+	uint32_t *idx = malloc(cb->nkeys * sizeof(*idx));
+	int rc = idx ? lp_buf_init(out) : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < cb->nkeys; i++)
+		idx[i] = (uint32_t)i;
+	if (rc == 0)
+		qsort_r(idx, cb->nkeys, sizeof(*idx), zidx_cmp, (void *)z);
+	for (size_t i = 0; rc == 0 && i < cb->nkeys; i++) {
+		char buf[LP_INTBUF_SIZE];
+		size_t len;
+		const char *s = zs_member(z->lp + z->keys[idx[i]].off, buf, &len);
+		if ((rc = lp_append(out, s, len)) == 0)
+			rc = coll_lp_append_score(out, z->scores[idx[i]]);
+	}
+	free(idx);
+	return rc;
+}
+
+static int zset_end(void *ctx)
+{
+	dump_build *b = ctx;
+	coll_build *cb = b->state;
+	zpairs z = { cb->lp.p, cb->keys, cb->scores };
+	lp_buf sorted = { 0 };
+	size_t i = 1;
+	int rc;
+	if (cb->nkeys > UINT32_MAX)
+		return -E2BIG;
+	while (i < cb->nkeys && zpair_cmp(&z, i - 1, i) < 0)
+		i++;
+	if (i < cb->nkeys && (rc = zset_sort(cb, &z, &sorted)) < 0) {
+		lp_buf_free(&sorted);
+		return rc;
+	}
+	if (keys_have_dup(cb)) {   /* on the listpack the keys point into */
+		lp_buf_free(&sorted);
+		return SPW_E_CORRUPT;
+	}
+	if (sorted.p) {
+		lp_buf_free(&cb->lp);
+		cb->lp = sorted;
+	}
+	int enc;   /* note 6 */
+	if (b->rdb_type == RDB_TYPE_ZSET_LISTPACK || b->rdb_type == RDB_TYPE_ZSET_ZIPLIST)
+		enc = cb->n > ZSET_MAX_LISTPACK_ENTRIES ? CENC_SKIPLIST : CENC_LISTPACK;
+	else if (cb->total > (1u << 30))   /* lpSafeToAdd */
+		enc = CENC_SKIPLIST;
+	else
+		enc = zs_result_enc(cb->n, cb->maxlen);
+	return build_finish(b, cb, enc);
+}
+
+static int zset_dump(const hlog_value *v, rdb_buf *out)
+{
+	coll_view cv;
+	int rc = coll_payload(v, &cv);
+	if (rc < 0)
+		return rc;
+	if (cv.enc == CENC_LISTPACK) {
+		rdb_dump_zset_listpack(out, cv.p, cv.used);
+		return 0;
+	}
+	uint8_t t = RDB_TYPE_ZSET_2;   /* note 6: from the highest pair down, as rdbSaveObject */
+	rdb_buf_put(out, &t, 1);
+	rdb_write_len(out, zs_len(cv.p));
+	for (const uint8_t *sc = lp_last(cv.p); sc; ) {
+		const uint8_t *m = lp_prev(cv.p, sc);
+		if (!m)
+			return SPW_E_CORRUPT;
+		write_entry(out, m);
+		rdb_write_binary_double(out, zs_score(cv.p, m));
+		sc = lp_prev(cv.p, m);
+	}
+	return 0;
+}
+
+static const rdb_visitor zset_vis = { .begin = build_begin, .zset_member = zset_member, .end = zset_end };
+const dump_type_ops dump_zset_ops = {
+	.vis = &zset_vis, .fini = build_fini, .dump = zset_dump
+};

@@ -1,7 +1,7 @@
 /*
  * test_import.c - --import-rdb: a dump.rdb written by a real redis-server 7.0 (strings of every
- * encoding, with and without expiries, an expired one, hashes, lists and sets in each encoding
- * Redis saves them in, and a type not supported yet) is loaded
+ * encoding, with and without expiries, an expired one, hashes, lists, sets and sorted sets in each
+ * encoding Redis saves them in) is loaded
  * by spillway-server before it serves; each key is compared with redis-server's (DUMP bytes and
  * PEXPIRETIME), and the summary in the log says what was skipped and why. --check-only reads the
  * same file as a tool; a corrupt file fails the start.
@@ -36,10 +36,11 @@ static const struct { const char *key, *value; size_t len; const char *px; } key
 /* The collections: each key's DUMP from redis-server must equal spillway's after the import (a
  * hashtable-encoded one too: the import keeps the file's order, which is the dict order Redis's
  * DUMP just wrote). */
-static const char *const coll_keys[] = { "h", "hh", "l", "lbig", "si", "ss", "sbig" };
+static const char *const coll_keys[] = { "h", "hh", "l", "lbig", "si", "ss", "sbig", "z", "zbig", "zlong" };
 #define NCOLL SPW_ARRAY_LEN(coll_keys)
 static char *coll_dumps[NCOLL];
 static size_t coll_dump_lens[NCOLL];
+static char *zbig_range;   /* redis-server's ZRANGE zbig 0 -1 WITHSCORES */
 
 /* A DUMP reply's length: "$N\r\n" and N bytes and "\r\n" (the payload may hold NULs). */
 static size_t dump_reply_len(const char *d)
@@ -49,7 +50,8 @@ static size_t dump_reply_len(const char *d)
 }
 
 /* The collections on redis-server: listpack and hashtable hashes, a small and a multi-node list,
- * an intset, a string set and an intset past set-max-intset-entries, a zset (not supported yet). */
+ * an intset, a string set and an intset past set-max-intset-entries, a listpack zset, a skiplist
+ * one past zset-max-listpack-entries (saved as ZSET_2, highest first) and one with a long member. */
 static void redis_colls_make(itest_conn *c)
 {
 	char v[100], n[16];
@@ -66,6 +68,14 @@ static void redis_colls_make(itest_conn *c)
 	itest_expect(c, ":3\r\n", "SADD", "si", "1", "-70000", "9", NULL);
 	itest_expect(c, ":1\r\n", "SADD", "ss", "member", NULL);
 	itest_expect(c, ":1\r\n", "ZADD", "z", "1", "m", NULL);
+	itest_expect(c, ":2\r\n", "ZADD", "zlong", "2", v, "-1.5", "short", NULL);
+	for (int i = 0; i < 300; i++) {
+		char sc[32];
+		snprintf(n, sizeof(n), i % 3 ? "z%d" : "%d", i);
+		snprintf(sc, sizeof(sc), "%g", (i * 13) % 97 - 0.5 * (i % 2));
+		free(itest_call(c, "ZADD", "zbig", sc, n, NULL));
+	}
+	zbig_range = itest_call(c, "ZRANGE", "zbig", "0", "-1", "WITHSCORES", NULL);
 	for (size_t i = 0; i < NCOLL; i++) {
 		coll_dumps[i] = itest_call(c, "DUMP", coll_keys[i], NULL);
 		coll_dump_lens[i] = dump_reply_len(coll_dumps[i]);
@@ -149,8 +159,13 @@ static void test_import_rdb_of_redis_loads_every_string_with_its_expiry(void **s
 	itest_expect(&c, "$9\r\nhashtable\r\n", "OBJECT", "ENCODING", "ss", NULL);
 	itest_expect(&c, "$9\r\nhashtable\r\n", "OBJECT", "ENCODING", "sbig", NULL);
 	itest_expect(&c, ":2000\r\n", "SCARD", "sbig", NULL);
+	itest_expect(&c, "$8\r\nlistpack\r\n", "OBJECT", "ENCODING", "z", NULL);
+	itest_expect(&c, "$8\r\nskiplist\r\n", "OBJECT", "ENCODING", "zbig", NULL);
+	itest_expect(&c, "$8\r\nskiplist\r\n", "OBJECT", "ENCODING", "zlong", NULL);
+	itest_expect(&c, zbig_range, "ZRANGE", "zbig", "0", "-1", "WITHSCORES", NULL);
+	free(zbig_range);
 	itest_expect(&c, ":0\r\n", "EXISTS", "gone", NULL);
-	itest_expect(&c, ":15\r\n", "DBSIZE", NULL);
+	itest_expect(&c, ":18\r\n", "DBSIZE", NULL);
 	itest_conn_close(&c);
 
 	/* the summary: keys per type, and each skip with its reason (the log goes with the stop) */
@@ -159,12 +174,13 @@ static void test_import_rdb_of_redis_loads_every_string_with_its_expiry(void **s
 	if (!log)
 		fail_msg("no log at %s", s.log);
 	log[n < (1 << 20) ? n : n - 1] = '\0';
-	const char *want[] = { "RDB import done: 15 keys", "checksum ok", "  string: 8 keys", "  hash: 2 keys",
-		"  list: 2 keys", "  set: 3 keys", "skipped 1 zset keys: type not supported yet",
-		"skipped 1 already expired" };
+	const char *want[] = { "RDB import done: 18 keys", "checksum ok", "  string: 8 keys", "  hash: 2 keys",
+		"  list: 2 keys", "  set: 3 keys", "  zset: 3 keys", "skipped 1 already expired" };
 	for (size_t i = 0; i < SPW_ARRAY_LEN(want); i++)
 		if (!strstr(log, want[i]))
 			fail_msg("the log lacks '%s':\n%s", want[i], log);
+	if (strstr(log, "not supported yet"))
+		fail_msg("the log skips a type:\n%s", log);
 	free(log);
 	assert_int_equal(itest_server_stop(&s), 0);
 }
@@ -181,12 +197,13 @@ static void test_check_only_reads_the_file_and_a_corrupt_one_fails(void **st)
 		free(dumps[i]);
 	for (size_t i = 0; i < NCOLL; i++)
 		free(coll_dumps[i]);
+	free(zbig_range);
 	snprintf(path, sizeof(path), "%s/dump.rdb", itest_data_dir);
 	assert_int_equal(itest_spillway_path(bin, sizeof(bin)), 0);
 	const char *argv[] = { bin, "--import-rdb", path, "--check-only", NULL };
 	char *out = NULL;
 	assert_int_equal(itest_prog_run(argv, NULL, 0, &out, NULL, 30000), 0);
-	if (!strstr(out, "RDB import done: 15 keys") || !strstr(out, "skipped 1 zset keys"))
+	if (!strstr(out, "RDB import done: 18 keys") || !strstr(out, "  zset: 3 keys"))
 		fail_msg("check-only said:\n%s", out);
 	free(out);
 
