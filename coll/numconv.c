@@ -94,21 +94,26 @@ double coll_lp_score(const lp_val *v)
 	return strtod(buf, NULL);
 }
 
-int coll_lp_append_score(lp_buf *b, double score)
+int coll_lp_append_score(lp_buf *b, double score, bool signed_zero)
 {
 	char buf[COLL_D2STR_SIZE];
 	long long ll;
 
+	if (signed_zero && score == 0 && signbit(score))
+		return lp_append(b, "-0", 2);
 	if (coll_double2ll(score, &ll))
 		return lp_append_int(b, ll);
 	return lp_append(b, buf, coll_d2str(buf, score));
 }
 
-int coll_lp_insert_score(lp_buf *b, size_t off, int where, double score, size_t *newoff)
+int coll_lp_insert_score(lp_buf *b, size_t off, int where, double score, bool signed_zero,
+                         size_t *newoff)
 {
 	char buf[COLL_D2STR_SIZE];
 	long long ll;
 
+	if (signed_zero && score == 0 && signbit(score))
+		return lp_insert(b, off, where, "-0", 2, newoff);
 	if (coll_double2ll(score, &ll))
 		return lp_insert_int(b, off, where, ll, newoff);
 	return lp_insert(b, off, where, buf, coll_d2str(buf, score), newoff);

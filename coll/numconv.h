@@ -35,8 +35,11 @@ bool coll_parse_double(const void *s, size_t len, double *out /* out */);
 double coll_lp_score(const lp_val *v);
 
 /* A zset score as zzlInsertAt stores it: an int entry when coll_double2ll takes it, else the
- * string d2string makes. Same returns and offsets as lp_append / lp_insert. */
-int coll_lp_append_score(lp_buf *b, double score);
-int coll_lp_insert_score(lp_buf *b, size_t off, int where, double score, size_t *newoff /* out */);
+ * string d2string makes. Same returns and offsets as lp_append / lp_insert. signed_zero: the set
+ * is skiplist-encoded, where Redis keeps the double itself and replies -0 for -0.0: such a zero is
+ * stored as the text "-0" (which no int parse takes), any other score as above. */
+int coll_lp_append_score(lp_buf *b, double score, bool signed_zero);
+int coll_lp_insert_score(lp_buf *b, size_t off, int where, double score, bool signed_zero,
+                         size_t *newoff /* out */);
 
 #endif

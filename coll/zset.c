@@ -162,7 +162,7 @@ const uint8_t *zs_find(const uint8_t *lp, const void *s, size_t len, double *sco
 
 /* ---------------- edits ---------------- */
 
-int zs_insert(lp_buf *b, const void *s, size_t len, double score)
+int zs_insert(lp_buf *b, const void *s, size_t len, double score, bool skiplist)
 {
 	const uint8_t *p;
 	size_t off, moff;
@@ -174,17 +174,17 @@ int zs_insert(lp_buf *b, const void *s, size_t len, double score)
 			break;
 	}
 	if (!p)
-		return zs_append(b, s, len, score);
+		return zs_append(b, s, len, score, skiplist);
 	off = lp_off(b, p);
 	if ((rc = lp_insert(b, off, LP_BEFORE, s, len, &moff)) < 0)
 		return rc;
-	return coll_lp_insert_score(b, moff, LP_AFTER, score, NULL);
+	return coll_lp_insert_score(b, moff, LP_AFTER, score, skiplist, NULL);
 }
 
-int zs_append(lp_buf *b, const void *s, size_t len, double score)
+int zs_append(lp_buf *b, const void *s, size_t len, double score, bool skiplist)
 {
 	int rc = lp_append(b, s, len);
-	return rc < 0 ? rc : coll_lp_append_score(b, score);
+	return rc < 0 ? rc : coll_lp_append_score(b, score, skiplist);
 }
 
 int zs_delete(lp_buf *b, size_t off)

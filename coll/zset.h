@@ -60,11 +60,12 @@ int zs_member_cmp(const uint8_t *p, const void *s, size_t len);
 const uint8_t *zs_find(const uint8_t *lp, const void *s, size_t len, double *score /* out */);
 
 /* zzlInsert: add the member (not present) in (score, member) order. 0 or -ENOMEM / -E2BIG. */
-int zs_insert(lp_buf *b, const void *s, size_t len, double score);
+int zs_insert(lp_buf *b, const void *s, size_t len, double score, bool skiplist);
 /* Delete the member at byte offset off and its score. 0 or an error. */
 int zs_delete(lp_buf *b, size_t off);
 /* Append a member and its score at the end (the caller keeps the order). */
-int zs_append(lp_buf *b, const void *s, size_t len, double score);
+int zs_append(lp_buf *b, const void *s, size_t len, double score, bool skiplist);
+/* (skiplist: the set is skiplist-encoded: coll_lp_append_score's signed_zero.) */
 
 /* A run of pairs as a listpack of its own (pops, ZRANGESTORE): zs_run_len gives the bytes of the n
  * pairs from member entry p onward; zs_run_write writes a listpack of those len bytes into dst,

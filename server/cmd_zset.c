@@ -176,7 +176,8 @@ static int zadd_one(struct zadd_ctx *x, lp_buf *b, int *enc, double score, const
 		x->score = score;
 		if (score == cur)
 			return 0;
-		if ((rc = zs_delete(b, lp_off(b, p))) < 0 || (rc = zs_insert(b, m->ptr, m->len, score)) < 0)
+		if ((rc = zs_delete(b, lp_off(b, p))) < 0 ||
+		    (rc = zs_insert(b, m->ptr, m->len, score, *enc == CENC_SKIPLIST)) < 0)
 			return rc;
 		x->updated++;
 		return 0;
@@ -186,7 +187,7 @@ static int zadd_one(struct zadd_ctx *x, lp_buf *b, int *enc, double score, const
 	if (*enc == CENC_LISTPACK &&
 	    (zs_len(b->p) + 1 > ZSET_MAX_LISTPACK_ENTRIES || m->len > ZSET_MAX_LISTPACK_VALUE))
 		*enc = CENC_SKIPLIST;
-	if ((rc = zs_insert(b, m->ptr, m->len, score)) < 0)
+	if ((rc = zs_insert(b, m->ptr, m->len, score, *enc == CENC_SKIPLIST)) < 0)
 		return rc;
 	x->added++;
 	x->processed++;

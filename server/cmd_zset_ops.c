@@ -280,16 +280,16 @@ static void ops_finish(client *c, const struct zops *o, struct zitem *it, size_t
 	}
 	lp_buf *b;
 	size_t maxlen = 0;
-	int rc = coll_buf_load(NULL, &b);
-	for (size_t i = 0; rc >= 0 && i < k; i++) {
-		rc = zs_append(b, item_str(&it[i]), it[i].len, it[i].score);
+	for (size_t i = 0; i < k; i++)
 		maxlen = it[i].len > maxlen ? it[i].len : maxlen;
-	}
+	int enc = zs_result_enc(k, maxlen), rc = coll_buf_load(NULL, &b);
+	for (size_t i = 0; rc >= 0 && i < k; i++)
+		rc = zs_append(b, item_str(&it[i]), it[i].len, it[i].score, enc == CENC_SKIPLIST);
 	if (rc < 0) {
 		reply_err_store(c, rc);
 		return;
 	}
-	if (reply_store_failed(c, zs_store(c, o->dst, b->p, zs_result_enc(k, maxlen))))
+	if (reply_store_failed(c, zs_store(c, o->dst, b->p, enc)))
 		return;
 	reply_int(c, (long long)k);
 }

@@ -413,7 +413,7 @@ static int zset_member(void *ctx, const uint8_t *p, size_t len, double score)
 	cb->scores[cb->nkeys - 1] = score;
 	cb->total += len;
 	cb->n++;
-	return coll_lp_append_score(&cb->lp, score);
+	return coll_lp_append_score(&cb->lp, score, false);
 }
 
 /* The pairs as they came: member entries at keys[i] of lp, scores[i]. */
@@ -454,7 +454,7 @@ static int zset_sort(coll_build *cb, const zpairs *z, lp_buf *out)
 		size_t len;
 		const char *s = zs_member(z->lp + z->keys[idx[i]].off, buf, &len);
 		if ((rc = lp_append(out, s, len)) == 0)
-			rc = coll_lp_append_score(out, z->scores[idx[i]]);
+			rc = coll_lp_append_score(out, z->scores[idx[i]], false);
 	}
 	free(idx);
 	return rc;

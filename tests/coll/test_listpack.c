@@ -256,7 +256,7 @@ static void test_zset_scores_are_stored_as_redis_stores_them(void **state)
 	assert_int_equal(lp_buf_init(&b), 0);
 	for (i = 0; i < SPW_ARRAY_LEN(z); i++) {
 		append_str(&b, z[i].m);
-		assert_int_equal(coll_lp_append_score(&b, z[i].s), 0);
+		assert_int_equal(coll_lp_append_score(&b, z[i].s, false), 0);
 	}
 	assert_bytes(&b, redis_z, sizeof(redis_z));
 	/* Reading the scores back gives the doubles (-0.0 was stored as the int 0, as Redis does). */

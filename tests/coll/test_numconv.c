@@ -77,9 +77,9 @@ static void test_score_entries_read_back_as_doubles(void **state)
 	(void)state;
 
 	assert_int_equal(lp_buf_init(&b), 0);
-	assert_int_equal(coll_lp_append_score(&b, 0.25), 0);
-	assert_int_equal(coll_lp_append_score(&b, -7), 0);
-	assert_int_equal(coll_lp_insert_score(&b, LP_HDR_SIZE, LP_BEFORE, -INFINITY, NULL), 0);
+	assert_int_equal(coll_lp_append_score(&b, 0.25, false), 0);
+	assert_int_equal(coll_lp_append_score(&b, -7, false), 0);
+	assert_int_equal(coll_lp_insert_score(&b, LP_HDR_SIZE, LP_BEFORE, -INFINITY, false, NULL), 0);
 	lp_get(lp_seek(b.p, 0), &v);
 	assert_false(v.is_int);
 	assert_true(coll_lp_score(&v) == -INFINITY);

@@ -77,7 +77,7 @@ static void test_inserts_and_deletes_keep_score_then_member_order(void **state)
 			md.in[i] = false;
 		} else {
 			md.s[i] = scores[rand() % SPW_ARRAY_LEN(scores)];
-			assert_int_equal(zs_insert(&b, md.m[i], strlen(md.m[i]), md.s[i]), 0);
+			assert_int_equal(zs_insert(&b, md.m[i], strlen(md.m[i]), md.s[i], false), 0);
 			md.in[i] = true;
 		}
 		if (step % 50 == 0)
@@ -97,7 +97,7 @@ static void test_range_walks_find_the_first_and_last_pair_in_range(void **state)
 	for (int i = 0; i < 10; i++) {
 		char m[8];
 		snprintf(m, sizeof(m), "m%d", i);
-		assert_int_equal(zs_insert(&b, m, strlen(m), i / 2), 0);   /* scores 0 0 1 1 ... 4 4 */
+		assert_int_equal(zs_insert(&b, m, strlen(m), i / 2, false), 0);   /* scores 0 0 1 1 ... 4 4 */
 	}
 	assert_true(zs_range_parse("(1", 2, "3", 1, &r));
 	assert_true(lp_eq(zs_first_in_range(b.p, &r), "m4", 2));
@@ -113,7 +113,7 @@ static void test_range_walks_find_the_first_and_last_pair_in_range(void **state)
 	assert_int_equal(lp_buf_init(&b), 0);
 	const char *ms[] = { "a", "ab", "b", "c", "d" };
 	for (size_t i = 0; i < SPW_ARRAY_LEN(ms); i++)
-		assert_int_equal(zs_insert(&b, ms[i], strlen(ms[i]), 0), 0);
+		assert_int_equal(zs_insert(&b, ms[i], strlen(ms[i]), 0, false), 0);
 	assert_true(zs_lex_parse("(a", 2, "[c", 2, &lx));
 	assert_true(lp_eq(zs_first_in_lex(b.p, &lx), "ab", 2));
 	assert_true(lp_eq(zs_last_in_lex(b.p, &lx), "c", 1));
