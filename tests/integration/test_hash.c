@@ -25,64 +25,6 @@
 #define HASH_KEYS 1500
 #define HASH_FIELDS 12
 
-/* ---------------- a flat RESP2 array of bulk strings ---------------- */
-
-typedef struct strs {
-	int n;
-	char *v[1024];
-	size_t len[1024];
-} strs;
-
-static void strs_free(strs *s)
-{
-	for (int i = 0; i < s->n; i++)
-		free(s->v[i]);
-	s->n = 0;
-}
-
-/* Parse r (from p) as "*N" then N bulk strings into out; returns the position after it. */
-static const char *strs_parse(const char *p, strs *out)
-{
-	assert_true(*p == '*');
-	long n = strtol(p + 1, (char **)&p, 10);
-	assert_true(n >= 0 && n <= 1024);
-	p += 2;
-	out->n = 0;
-	for (long i = 0; i < n; i++) {
-		assert_true(*p == '$');
-		long l = strtol(p + 1, (char **)&p, 10);
-		p += 2;
-		out->v[i] = malloc((size_t)l + 1);
-		memcpy(out->v[i], p, (size_t)l);
-		out->v[i][l] = '\0';
-		out->len[i] = (size_t)l;
-		out->n++;
-		p += l + 2;
-	}
-	return p;
-}
-
-static void call_strs(itest_conn *c, strs *out, const char *arg0, ...)
-{
-	va_list ap;
-	va_start(ap, arg0);
-	char *r = itest_conn_call_va(c, arg0, ap);
-	va_end(ap);
-	assert_non_null(r);
-	if (*r != '*')
-		fail_msg("not an array: %s", r);
-	strs_parse(r, out);
-	free(r);
-}
-
-static int strs_find(const strs *s, const char *v, int from, int step)
-{
-	for (int i = from; i < s->n; i += step)
-		if (strcmp(s->v[i], v) == 0)
-			return i;
-	return -1;
-}
-
 /* ---------------- fixtures ---------------- */
 
 static itest_server g_srv;
@@ -115,42 +57,42 @@ static void hash_fill(itest_conn *c, const char *key, int nfields)
 static void check_hrandfield(itest_conn *c, const char *key, int nfields)
 {
 	char cnt[16];
-	strs s;
+	itest_strs s;
 
 	/* A positive count: distinct fields, min(count, size) of them. */
 	for (int count = 1; count <= nfields + 3; count += 4) {
 		snprintf(cnt, sizeof(cnt), "%d", count);
-		call_strs(c, &s, "HRANDFIELD", key, cnt, NULL);
+		itest_strs_call(c, &s, "HRANDFIELD", key, cnt, NULL);
 		assert_int_equal(s.n, count < nfields ? count : nfields);
 		for (int i = 0; i < s.n; i++) {
 			assert_true(s.v[i][0] == 'f' && atoi(s.v[i] + 1) < nfields);
-			assert_int_equal(strs_find(&s, s.v[i], i + 1, 1), -1);
+			assert_int_equal(itest_strs_find(&s, s.v[i], i + 1, 1), -1);
 		}
-		strs_free(&s);
+		itest_strs_free(&s);
 	}
 	/* WITHVALUES: each field next to its own value. */
-	call_strs(c, &s, "HRANDFIELD", key, "5", "WITHVALUES", NULL);
+	itest_strs_call(c, &s, "HRANDFIELD", key, "5", "WITHVALUES", NULL);
 	assert_int_equal(s.n, 10);
 	for (int i = 0; i < s.n; i += 2) {
 		char want[64];
 		snprintf(want, sizeof(want), "value %d of %s", atoi(s.v[i] + 1), key);
 		assert_string_equal(s.v[i + 1], want);
 	}
-	strs_free(&s);
+	itest_strs_free(&s);
 	/* A negative count: exactly |count| picks, repeats allowed (and with 200 picks of a few
 	 * fields, certain). */
-	call_strs(c, &s, "HRANDFIELD", key, "-200", NULL);
+	itest_strs_call(c, &s, "HRANDFIELD", key, "-200", NULL);
 	assert_int_equal(s.n, 200);
 	bool repeat = false;
 	for (int i = 0; i < s.n; i++) {
 		assert_true(s.v[i][0] == 'f' && atoi(s.v[i] + 1) < nfields);
-		repeat |= strs_find(&s, s.v[i], i + 1, 1) >= 0;
+		repeat |= itest_strs_find(&s, s.v[i], i + 1, 1) >= 0;
 	}
 	assert_true(repeat);
-	strs_free(&s);
-	call_strs(c, &s, "HRANDFIELD", key, "-7", "WITHVALUES", NULL);
+	itest_strs_free(&s);
+	itest_strs_call(c, &s, "HRANDFIELD", key, "-7", "WITHVALUES", NULL);
 	assert_int_equal(s.n, 14);
-	strs_free(&s);
+	itest_strs_free(&s);
 	/* No count: one field of the hash. */
 	char *r = itest_call(c, "HRANDFIELD", key, NULL);
 	assert_true(r[0] == '$' && strstr(r, "\r\nf") != NULL);
@@ -178,7 +120,7 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 	char cur[32] = "0";
 	bool seen[600] = { false };
 	int calls = 0, total = 0;
-	strs s;
+	itest_strs s;
 
 	assert_int_equal(itest_conn_open(&c, g_srv.port), 0);
 	hash_fill(&c, "scan:big", 600);   /* past hash-max-listpack-entries (512) */
@@ -187,7 +129,7 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 		assert_true(strncmp(r, "*2\r\n$", 5) == 0);
 		const char *p = strchr(r + 5, '\n') + 1;
 		snprintf(cur, sizeof(cur), "%.*s", (int)(strchr(p, '\r') - p), p);
-		strs_parse(strchr(p, '\n') + 1, &s);
+		itest_strs_parse(strchr(p, '\n') + 1, &s);
 		free(r);
 		assert_true(s.n <= 200 && s.n % 2 == 0);
 		for (int i = 0; i < s.n; i += 2) {
@@ -196,7 +138,7 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 			seen[f] = true;
 			total++;
 		}
-		strs_free(&s);
+		itest_strs_free(&s);
 		calls++;
 	} while (strcmp(cur, "0") != 0 && calls < 100);
 	assert_int_equal(total, 600);
@@ -204,12 +146,12 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 	/* MATCH filters the fields visited; a cursor past the end is the end. */
 	char *r = itest_call(&c, "HSCAN", "scan:big", "0", "COUNT", "600", "MATCH", "f1?", NULL);
 	assert_true(strncmp(r, "*2\r\n$1\r\n0\r\n", 11) == 0);
-	strs_parse(r + 11, &s);
+	itest_strs_parse(r + 11, &s);
 	free(r);
 	assert_int_equal(s.n, 20);   /* f10 .. f19 and their values */
 	for (int i = 0; i < s.n; i += 2)
 		assert_true(strlen(s.v[i]) == 3 && strncmp(s.v[i], "f1", 2) == 0);
-	strs_free(&s);
+	itest_strs_free(&s);
 	itest_expect(&c, "*2\r\n$1\r\n0\r\n*0\r\n", "HSCAN", "scan:big", "100000", NULL);
 	itest_conn_close(&c);
 }

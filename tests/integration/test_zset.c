@@ -26,61 +26,6 @@
 #define ZSET_KEYS 1200
 #define ZSET_MEMBERS 16
 
-/* ---------------- a flat RESP2 array of bulk strings ---------------- */
-
-typedef struct strs {
-	int n;
-	char *v[1024];
-} strs;
-
-static void strs_free(strs *s)
-{
-	for (int i = 0; i < s->n; i++)
-		free(s->v[i]);
-	s->n = 0;
-}
-
-static const char *strs_parse(const char *p, strs *out)
-{
-	assert_true(*p == '*');
-	long n = strtol(p + 1, (char **)&p, 10);
-	assert_true(n >= 0 && n <= 1024);
-	p += 2;
-	out->n = 0;
-	for (long i = 0; i < n; i++) {
-		assert_true(*p == '$');
-		long l = strtol(p + 1, (char **)&p, 10);
-		p += 2;
-		out->v[i] = malloc((size_t)l + 1);
-		memcpy(out->v[i], p, (size_t)l);
-		out->v[i][l] = '\0';
-		out->n++;
-		p += l + 2;
-	}
-	return p;
-}
-
-static void call_strs(itest_conn *c, strs *out, const char *arg0, ...)
-{
-	va_list ap;
-	va_start(ap, arg0);
-	char *r = itest_conn_call_va(c, arg0, ap);
-	va_end(ap);
-	assert_non_null(r);
-	if (*r != '*')
-		fail_msg("not an array: %s", r);
-	strs_parse(r, out);
-	free(r);
-}
-
-static int strs_find(const strs *s, const char *v, int from)
-{
-	for (int i = from; i < s->n; i++)
-		if (strcmp(s->v[i], v) == 0)
-			return i;
-	return -1;
-}
-
 /* ---------------- fixtures ---------------- */
 
 static itest_server g_srv;
@@ -113,36 +58,36 @@ static void zset_fill(itest_conn *c, const char *key, int n)
 static void check_zrandmember(itest_conn *c, const char *key, int n)
 {
 	char cnt[16];
-	strs s;
+	itest_strs s;
 
 	/* A positive count: distinct members, min(count, size) of them. */
 	for (int count = 1; count <= n + 3; count += 5) {
 		snprintf(cnt, sizeof(cnt), "%d", count);
-		call_strs(c, &s, "ZRANDMEMBER", key, cnt, NULL);
+		itest_strs_call(c, &s, "ZRANDMEMBER", key, cnt, NULL);
 		assert_int_equal(s.n, count < n ? count : n);
 		for (int i = 0; i < s.n; i++) {
 			assert_true(s.v[i][0] == 'm' && atoi(s.v[i] + 1) < n);
-			assert_int_equal(strs_find(&s, s.v[i], i + 1), -1);
+			assert_int_equal(itest_strs_find(&s, s.v[i], i + 1, 1), -1);
 		}
-		strs_free(&s);
+		itest_strs_free(&s);
 	}
 	/* WITHSCORES: each member next to its own score. */
-	call_strs(c, &s, "ZRANDMEMBER", key, "5", "WITHSCORES", NULL);
+	itest_strs_call(c, &s, "ZRANDMEMBER", key, "5", "WITHSCORES", NULL);
 	assert_int_equal(s.n, 10);
 	for (int i = 0; i < s.n; i += 2)
 		assert_int_equal(atoi(s.v[i] + 1), atoi(s.v[i + 1]));
-	strs_free(&s);
+	itest_strs_free(&s);
 	/* A negative count: exactly |count| picks, repeats allowed (200 picks of a few members
 	 * must repeat), every one a member. */
-	call_strs(c, &s, "ZRANDMEMBER", key, "-200", NULL);
+	itest_strs_call(c, &s, "ZRANDMEMBER", key, "-200", NULL);
 	assert_int_equal(s.n, 200);
 	bool repeat = false;
 	for (int i = 0; i < s.n; i++) {
 		assert_true(s.v[i][0] == 'm' && atoi(s.v[i] + 1) < n);
-		repeat |= strs_find(&s, s.v[i], i + 1) >= 0;
+		repeat |= itest_strs_find(&s, s.v[i], i + 1, 1) >= 0;
 	}
 	assert_true(repeat || n > 200);
-	strs_free(&s);
+	itest_strs_free(&s);
 	/* No count: one member. */
 	char *r = itest_call(c, "ZRANDMEMBER", key, NULL);
 	assert_true(r[0] == '$' && strstr(r, "\r\nm") != NULL);
@@ -169,7 +114,7 @@ static void test_zscan_walks_a_skiplist_set_by_position_to_the_end(void **state)
 	(void)state;
 	itest_conn c;
 	char cur[32] = "0";
-	strs s;
+	itest_strs s;
 	int total = 0, calls = 0;
 
 	assert_int_equal(itest_conn_open(&c, g_srv.port), 0);
@@ -182,12 +127,12 @@ static void test_zscan_walks_a_skiplist_set_by_position_to_the_end(void **state)
 		p += 2;
 		memcpy(cur, p, (size_t)l);
 		cur[l] = '\0';
-		strs_parse(p + l + 2, &s);
+		itest_strs_parse(p + l + 2, &s);
 		free(r);
 		for (int i = 0; i < s.n; i += 2)
 			assert_int_equal(atoi(s.v[i] + 1), atoi(s.v[i + 1]));
 		total += s.n / 2;
-		strs_free(&s);
+		itest_strs_free(&s);
 		calls++;
 	} while (strcmp(cur, "0") != 0 && calls < 100);
 	assert_int_equal(total, 200);

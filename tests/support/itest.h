@@ -254,4 +254,18 @@ void itest_spillway_start_on(itest_server *s, const char *dir, const char *const
  */
 int itest_fixture_stop(itest_server *s, const char *who);
 
+/* A reply that is a flat array of bulk strings (HKEYS, ZRANGE ...), parsed into copies: parse from p
+ * (returns the position after it), or call a command and parse its reply (fails the test when the
+ * reply is not an array); find v from index from by step (-1 when absent); free the copies. */
+#define ITEST_STRS_MAX 1024
+typedef struct itest_strs {
+	int n;
+	char *v[ITEST_STRS_MAX];
+	size_t len[ITEST_STRS_MAX];
+} itest_strs;
+const char *itest_strs_parse(const char *p, itest_strs *out);
+void itest_strs_call(itest_conn *c, itest_strs *out, const char *arg0, ...) __attribute__((sentinel));
+int itest_strs_find(const itest_strs *s, const char *v, int from, int step);
+void itest_strs_free(itest_strs *s);
+
 #endif

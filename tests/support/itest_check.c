@@ -206,3 +206,55 @@ int itest_fixture_stop(itest_server *s, const char *who)
 	itest_server_log_dump(s);
 	return -1;
 }
+
+/* ---------------- a flat RESP2 array of bulk strings ---------------- */
+
+void itest_strs_free(itest_strs *s)
+{
+	for (int i = 0; i < s->n; i++)
+		free(s->v[i]);
+	s->n = 0;
+}
+
+const char *itest_strs_parse(const char *p, itest_strs *out)
+{
+	assert_true(*p == '*');
+	long n = strtol(p + 1, (char **)&p, 10);
+	assert_true(n >= 0 && n <= ITEST_STRS_MAX);
+	p += 2;
+	out->n = 0;
+	for (long i = 0; i < n; i++) {
+		assert_true(*p == '$');
+		long l = strtol(p + 1, (char **)&p, 10);
+		p += 2;
+		out->v[i] = malloc((size_t)l + 1);
+		assert_non_null(out->v[i]);
+		memcpy(out->v[i], p, (size_t)l);
+		out->v[i][l] = '\0';
+		out->len[i] = (size_t)l;
+		out->n++;
+		p += l + 2;
+	}
+	return p;
+}
+
+void itest_strs_call(itest_conn *c, itest_strs *out, const char *arg0, ...)
+{
+	va_list ap;
+	va_start(ap, arg0);
+	char *r = itest_conn_call_va(c, arg0, ap);
+	va_end(ap);
+	assert_non_null(r);
+	if (*r != '*')
+		fail_msg("not an array: %s", r);
+	itest_strs_parse(r, out);
+	free(r);
+}
+
+int itest_strs_find(const itest_strs *s, const char *v, int from, int step)
+{
+	for (int i = from; i < s->n; i += step)
+		if (strcmp(s->v[i], v) == 0)
+			return i;
+	return -1;
+}
