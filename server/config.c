@@ -379,6 +379,90 @@ static int redis_memtoull(const char *s, uint64_t *out)
 	return -EINVAL;
 }
 
+/* An OPT_SIZE value (config_option_parse): Redis's string2ll for OPT_INTEGER rows, else a memory
+ * value (Redis's units with OPT_REDIS_UNITS, spw_parse_size's otherwise), then the bounds. */
+static int option_parse_size(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
+                             size_t errlen)
+{
+	char buf[64];
+	uint64_t x;
+	long long ll;
+	if (o->flags & OPT_INTEGER) {   /* Redis's string2ll, then the bounds */
+		if (!spw_parse_ll(v, n, &ll)) {
+			snprintf(err, errlen, "argument couldn't be parsed into an integer");
+			return -EINVAL;
+		}
+		x = (uint64_t)ll;   /* a negative one fails the bounds below, as in Redis */
+	} else if (n >= sizeof(buf) || (n == 0 && !(o->flags & OPT_REDIS_UNITS))) {
+		snprintf(err, errlen, "argument must be a memory value");
+		return -EINVAL;
+	} else {
+		memcpy(buf, v, n);
+		buf[n] = '\0';
+		if (((o->flags & OPT_REDIS_UNITS) ? redis_memtoull(buf, &x) : spw_parse_size(buf, &x)) < 0) {
+			snprintf(err, errlen, "argument must be a memory value");
+			return -EINVAL;
+		}
+	}
+	if (x > (uint64_t)LLONG_MAX || (long long)x < o->min || (long long)x > o->max) {
+		snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+		return -EINVAL;
+	}
+	*(uint64_t *)config_field_ptr(cfg, o) = x;
+	return 0;
+}
+
+/* An OPT_ENUM value by name, without case (a "fault:" prefix first where the row allows one). */
+static int option_parse_enum(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
+                             size_t errlen)
+{
+	if (o->flags & OPT_FAULT_PREFIX) {
+		bool fault = n >= 6 && strncasecmp(v, "fault:", 6) == 0;
+		cfg->device_fault = fault;
+		if (fault) {
+			v += 6;
+			n -= 6;
+		}
+	}
+	for (int i = 0; o->names[i]; i++) {
+		if (config_name_eq(v, n, o->names[i])) {
+			*(int *)config_field_ptr(cfg, o) = enum_values(o->names) ? enum_values(o->names)[i] : i;
+			return 0;
+		}
+	}
+	{
+		size_t k = (size_t)snprintf(err, errlen, "argument(s) must be one of the following: ");
+		for (int i = 0; o->names[i] && k < errlen; i++)
+			k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "", o->names[i]);
+	}
+	return -EINVAL;
+}
+
+/* An OPT_FAULT value: device.h's grammar; while running only a fault device can be armed. */
+static int option_parse_fault(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
+                              size_t errlen)
+{
+	dev_fault_spec spec;
+	char text[sizeof(cfg->device_fault_spec)];
+	if (n >= sizeof(text)) {
+		snprintf(err, errlen, "argument is too long (at most %zu bytes)", sizeof(text) - 1);
+		return -EINVAL;
+	}
+	memcpy(text, v, n);
+	text[n] = '\0';
+	if (dev_fault_spec_parse(text, &spec, err, errlen) < 0)   /* device.h has the grammar */
+		return -EINVAL;
+	/* Running: only a fault device can be armed. At start-up server_main checks it. */
+	dev *fd = g_srv.dev ? g_srv.dev : g_srv.logdev;   /* the checkpoints' without a tier */
+	if (fd && !(fd->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
+		snprintf(err, errlen, "the device is not a fault injector (start with --device-type "
+		         "fault:<type>)");
+		return -EINVAL;
+	}
+	memcpy(config_field_ptr(cfg, o), text, n + 1);
+	return 0;
+}
+
 /*
  * Parse v (n bytes, not NUL-terminated) for option o and store it into cfg (a staging copy or
  * g_cfg). On error, err gets Redis's reason text ("argument must be ...") and -EINVAL is returned.
@@ -386,7 +470,6 @@ static int redis_memtoull(const char *s, uint64_t *out)
 int config_option_parse(const spw_option *o, const char *v, size_t n, spw_config *cfg, char *err,
                         size_t errlen)
 {
-	char buf[64];
 	switch (o->type) {
 	case OPT_BOOL: {
 		bool b;
@@ -410,33 +493,8 @@ int config_option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		*(int *)config_field_ptr(cfg, o) = (int)x;
 		return 0;
 	}
-	case OPT_SIZE: {
-		uint64_t x;
-		long long ll;
-		if (o->flags & OPT_INTEGER) {   /* Redis's string2ll, then the bounds */
-			if (!spw_parse_ll(v, n, &ll)) {
-				snprintf(err, errlen, "argument couldn't be parsed into an integer");
-				return -EINVAL;
-			}
-			x = (uint64_t)ll;   /* a negative one fails the bounds below, as in Redis */
-		} else if (n >= sizeof(buf) || (n == 0 && !(o->flags & OPT_REDIS_UNITS))) {
-			snprintf(err, errlen, "argument must be a memory value");
-			return -EINVAL;
-		} else {
-			memcpy(buf, v, n);
-			buf[n] = '\0';
-			if (((o->flags & OPT_REDIS_UNITS) ? redis_memtoull(buf, &x) : spw_parse_size(buf, &x)) < 0) {
-				snprintf(err, errlen, "argument must be a memory value");
-				return -EINVAL;
-			}
-		}
-		if (x > (uint64_t)LLONG_MAX || (long long)x < o->min || (long long)x > o->max) {
-			snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
-			return -EINVAL;
-		}
-		*(uint64_t *)config_field_ptr(cfg, o) = x;
-		return 0;
-	}
+	case OPT_SIZE:
+		return option_parse_size(o, v, n, cfg, err, errlen);
 	case OPT_STRING:
 		if (n >= o->size) {
 			snprintf(err, errlen, "argument is too long (at most %zu bytes)", o->size - 1);
@@ -450,52 +508,14 @@ int config_option_parse(const spw_option *o, const char *v, size_t n, spw_config
 		((char *)config_field_ptr(cfg, o))[n] = '\0';
 		return 0;
 	case OPT_ENUM:
-		if (o->flags & OPT_FAULT_PREFIX) {
-			bool fault = n >= 6 && strncasecmp(v, "fault:", 6) == 0;
-			cfg->device_fault = fault;
-			if (fault) {
-				v += 6;
-				n -= 6;
-			}
-		}
-		for (int i = 0; o->names[i]; i++) {
-			if (config_name_eq(v, n, o->names[i])) {
-				*(int *)config_field_ptr(cfg, o) = enum_values(o->names) ? enum_values(o->names)[i] : i;
-				return 0;
-			}
-		}
-		{
-			size_t k = (size_t)snprintf(err, errlen, "argument(s) must be one of the following: ");
-			for (int i = 0; o->names[i] && k < errlen; i++)
-				k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "", o->names[i]);
-		}
-		return -EINVAL;
+		return option_parse_enum(o, v, n, cfg, err, errlen);
 	case OPT_CONST:
 		if (n == strlen(o->def) && strncasecmp(v, o->def, n) == 0)
 			return 0;
 		snprintf(err, errlen, "not supported by this server (the value is always '%s')", o->def);
 		return -EINVAL;
-	case OPT_FAULT: {
-		dev_fault_spec spec;
-		char text[sizeof(cfg->device_fault_spec)];
-		if (n >= sizeof(text)) {
-			snprintf(err, errlen, "argument is too long (at most %zu bytes)", sizeof(text) - 1);
-			return -EINVAL;
-		}
-		memcpy(text, v, n);
-		text[n] = '\0';
-		if (dev_fault_spec_parse(text, &spec, err, errlen) < 0)   /* device.h has the grammar */
-			return -EINVAL;
-		/* Running: only a fault device can be armed. At start-up server_main checks it. */
-		dev *fd = g_srv.dev ? g_srv.dev : g_srv.logdev;   /* the checkpoints' without a tier */
-		if (fd && !(fd->caps & DEV_CAP_FAULT) && spec.kind != DEV_FAULT_NONE) {
-			snprintf(err, errlen, "the device is not a fault injector (start with --device-type "
-			         "fault:<type>)");
-			return -EINVAL;
-		}
-		memcpy(config_field_ptr(cfg, o), text, n + 1);
-		return 0;
-	}
+	case OPT_FAULT:
+		return option_parse_fault(o, v, n, cfg, err, errlen);
 	case OPT_SAVE:
 		return save_parse(v, n, (save_rules *)config_field_ptr(cfg, o), err, errlen);
 	case OPT_OBL:
