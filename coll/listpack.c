@@ -373,6 +373,13 @@ const char *lp_val_str(const lp_val *v, char *buf, size_t *len)
 	return buf;
 }
 
+const char *lp_entry_str(const uint8_t *p, char *buf, size_t *len)
+{
+	lp_val v;
+	lp_get(p, &v);
+	return lp_val_str(&v, buf, len);
+}
+
 /* The comparison behind lp_eq and lp_find; sv/s_is_int is s parsed once by the caller. */
 static bool entry_eq(const uint8_t *p, const void *s, size_t len, bool s_is_int, long long sv)
 {

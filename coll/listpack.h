@@ -105,6 +105,8 @@ void lp_get(const uint8_t *p, lp_val *out /* out */);
 /* The value as bytes: a string's own, or an int rendered in base 10 into buf (LP_INTBUF_SIZE),
  * as Redis replies with it. Sets *len; returns the bytes. */
 const char *lp_val_str(const lp_val *v, char *buf, size_t *len /* out */);
+/* The same for the entry at p: lp_get, then lp_val_str. */
+const char *lp_entry_str(const uint8_t *p, char *buf, size_t *len /* out */);
 /* Whether the entry at p equals the len bytes at s as Redis's lpCompare: an int entry equals
  * its base-10 text. */
 bool lp_eq(const uint8_t *p, const void *s, size_t len);

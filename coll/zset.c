@@ -139,9 +139,7 @@ double zs_score(const uint8_t *lp, const uint8_t *p)
 
 const char *zs_member(const uint8_t *p, char *buf, size_t *len)
 {
-	lp_val v;
-	lp_get(p, &v);
-	return lp_val_str(&v, buf, len);
+	return lp_entry_str(p, buf, len);
 }
 
 int zs_member_cmp(const uint8_t *p, const void *s, size_t len)

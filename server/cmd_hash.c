@@ -72,10 +72,8 @@ static bool hash_payload_ok(const coll_view *v)
 static void reply_entry(client *c, const uint8_t *p)
 {
 	char buf[LP_INTBUF_SIZE];
-	lp_val v;
 	size_t len;
-	lp_get(p, &v);
-	const char *s = lp_val_str(&v, buf, &len);
+	const char *s = lp_entry_str(p, buf, &len);
 	reply_bulk(c, s, len);
 }
 
@@ -699,12 +697,10 @@ struct hscan_ctx {
 static bool hscan_match(const struct hscan_ctx *x, const uint8_t *f)
 {
 	char buf[LP_INTBUF_SIZE];
-	lp_val v;
 	size_t len;
 	if (!x->use_pat)
 		return true;
-	lp_get(f, &v);
-	const char *s = lp_val_str(&v, buf, &len);
+	const char *s = lp_entry_str(f, buf, &len);
 	return spw_glob_match(x->pat, x->plen, s, len, 0);
 }
 

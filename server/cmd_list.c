@@ -60,19 +60,12 @@ static bool list_ok(const coll_view *v)
 	return v->used >= LP_EMPTY_BYTES && lp_bytes(v->p) == v->used && v->p[v->used - 1] == LP_EOF;
 }
 
-/* An entry's value as Redis replies with it (an int entry as its base-10 text). */
-static const char *entry_str(const uint8_t *p, char *buf, size_t *len /* out */)
-{
-	lp_val v;
-	lp_get(p, &v);
-	return lp_val_str(&v, buf, len);
-}
 
 static void reply_entry(client *c, const uint8_t *p)
 {
 	char buf[LP_INTBUF_SIZE];
 	size_t n;
-	const char *s = entry_str(p, buf, &n);
+	const char *s = lp_entry_str(p, buf, &n);
 	reply_bulk(c, s, n);
 }
 
@@ -628,7 +621,7 @@ static void move_peek_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 	}
 	if (!(p = x->from_left ? lp_first(v->p) : lp_last(v->p)))
 		return;
-	s = entry_str(p, buf, &x->vlen);
+	s = lp_entry_str(p, buf, &x->vlen);
 	if (!(dst = worker_scratch(x->c->w, x->vlen ? x->vlen : 1))) {
 		x->rc = -ENOMEM;
 		return;
@@ -656,7 +649,7 @@ static int rotate_fn(coll_edit *e, const coll_view *cur)
 		return SPW_E_CORRUPT;
 	if (!(p = x->from_left ? lp_first(lp) : lp_last(lp)))
 		return 0;
-	s = entry_str(p, buf, &x->vlen);
+	s = lp_entry_str(p, buf, &x->vlen);
 	if (!(dst = worker_scratch(e->c->w, 2 * x->vlen + LP_ENTRY_EXTRA)))
 		return -ENOMEM;
 	memcpy(dst, s, x->vlen);

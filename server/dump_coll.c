@@ -210,10 +210,8 @@ static int coll_payload(const hlog_value *v, coll_view *cv)
 static void write_entry(rdb_buf *out, const uint8_t *e)
 {
 	char buf[LP_INTBUF_SIZE];
-	lp_val lv;
 	size_t len;
-	lp_get(e, &lv);
-	const char *s = lp_val_str(&lv, buf, &len);
+	const char *s = lp_entry_str(e, buf, &len);
 	rdb_write_string(out, s, len);
 }
 
