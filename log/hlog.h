@@ -351,6 +351,8 @@ int hlog_index_grow_step(hlog *l, hlog_session *s);
 /* Largest key + value the log can store in one record: a record may span pages, so this is bounded
  * by the memory region (less a page) and by 1 GiB, not by the page size. */
 uint64_t hlog_max_record_payload(hlog *l);
+/* Bytes a record of this key and value takes in the log (header, expiry, padding: record.h). */
+uint64_t hlog_record_bytes(size_t klen, size_t vlen, bool has_expiry);
 
 /* ---------------- durability (log/ckpt.c, log/recover.c) ----------------
  *

@@ -320,3 +320,8 @@ uint64_t hlog_max_record_payload(hlog *l)
 	/* The largest record minus a header with an expiry: any key + value up to this fits. */
 	return l->max_rec - REC_HDR_BYTES - 8;
 }
+
+uint64_t hlog_record_bytes(size_t klen, size_t vlen, bool has_expiry)
+{
+	return rec_size_of(klen, vlen, has_expiry);
+}

@@ -157,7 +157,7 @@ void cmd_memory(client *c)
 		}
 	}
 	if (obj_lookup(c, &c->argv[2], &o)) {
-		uint64_t rec = SPW_ALIGN_UP(16 + (o.has_expiry ? 8 : 0) + c->argv[2].len + o.bytes, 8);
-		reply_int(c, (long long)rec + 8);
+		uint64_t rec = hlog_record_bytes(c->argv[2].len, o.bytes, o.has_expiry);
+		reply_int(c, (long long)rec + 8);   /* + its index entry */
 	}
 }
