@@ -241,8 +241,13 @@ static void group_part_publish(group_run *g, size_t i, uint64_t a)
 	uint64_t info = rec_type_bits(HLOG_T_PART) | (p->del ? REC_TOMBSTONE : 0);
 	hidx_slot slot;
 	unsigned spins = 0;
-	while (hidx_entry_find_or_create(l->idx, p->key.hash, &slot) != 0)
-		log_spin(&spins);   /* created before the span (note 2): only the index's growth in between */
+	while (hidx_entry_find_or_create(l->idx, p->key.hash, &slot) != 0) {
+		/* Created before the span (note 2): gone only by a FLUSHALL's clear, which left the whole
+		 * group below Begin (invisible: nothing to publish). */
+		if (g->span < load_acq(&l->begin))
+			return;
+		log_spin(&spins);
+	}
 	for (;;) {
 		atomic_store_explicit(&r->info, hidx_slot_addr(&slot) | info | REC_SEALED, memory_order_relaxed);
 		if (hidx_slot_cas(&slot, a))
