@@ -281,6 +281,22 @@ static void test_group_of_a_head_and_three_parts_is_readable_whole(void **state)
 	assert_memory_equal(x.v, "H12", 3);
 	assert_int_equal(x.len, 3);
 	assert_int_equal(hlog_key_count(f->l), 1);
+	/* A group that deletes its head and its parts (a large collection emptied). */
+	grp d;
+	grp_init(&d, "d", 2, 30);
+	assert_int_equal(grp_run(f, &d), HLOG_OK);
+	assert_int_equal(hlog_key_count(f->l), 2);
+	d.action = HLOG_RMW_DELETE;
+	d.parts[0].del = d.parts[1].del = true;
+	lg.n = 0;
+	assert_int_equal(grp_run(f, &d), HLOG_OK);
+	assert_int_equal(lg.n, 3);
+	assert_int_equal(lg.r[0].kind, HLOG_REDO_DEL);
+	assert_int_equal(lg.r[0].rtype, HLOG_T_STRING);
+	assert_int_equal(gf_read(f, &d.head, &x), HLOG_NOTFOUND);
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(gf_read(f, &d.parts[i].key, &x), HLOG_NOTFOUND);
+	assert_int_equal(hlog_key_count(f->l), 1);
 	/* A group without parts is an RMW of its head written as a new record. */
 	lg.n = 0;
 	g.n = 0;
