@@ -328,7 +328,8 @@ static void cmp_fail(cmp_run *c, uint64_t src, int rc)
  * (live, or the check failed: copy it). */
 static int cmp_part_check(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen)
 {
-	hlog_value v = { p->val.buf, p->val.len, HLOG_NO_EXPIRY, HLOG_T_PART };
+	hlog_value v = { .ptr = p->val.buf, .len = p->val.len, .expire_ms = HLOG_NO_EXPIRY, .rtype = HLOG_T_PART,
+	                  .addr = p->src };
 	int rc = c->l->part_live(c->l->part_live_arg, c->s, key, klen, &v);
 	if (rc == HLOG_PENDING) {
 		p->pstate = CMP_P_ASKING;
@@ -347,7 +348,10 @@ static int cmp_part_check(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t 
 static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, const log_rec *rec)
 {
 	hlog_key k;
-	hlog_key_init(&k, key, klen);
+	if (p->rtype == HLOG_T_PART)   /* a part's key is internal (ops.c note 5) */
+		hlog_key_init_internal(&k, key, klen);
+	else
+		hlog_key_init(&k, key, klen);
 	hlog_session_set_op(c->s, p);
 	bool ask = p->rtype == HLOG_T_PART && c->l->part_live && p->pstate != CMP_P_LIVE;
 	int rc = p->pstate == CMP_P_ASKING ? LOG_RELOCATE_ASK

@@ -76,10 +76,20 @@ typedef struct hlog_config {
 	void *part_live_arg;
 } hlog_config;
 
+/*
+ * A key. A user key (hlog_key_init: what clients name) matches only records of type HLOG_T_STRING
+ * and HLOG_T_HEAD; an internal key (hlog_key_init_internal: a part of a large collection, named by
+ * the collection layer) only records of type HLOG_T_PART. Equal bytes in the two namespaces are
+ * two keys: chain walks skip the other namespace's records (same hash, same chains: the record
+ * type tells them apart, so neither the index nor the record format changes). Internal records
+ * never carry an expiry, never count as keys (DBSIZE, keys=, expires=) and are never reported by
+ * hlog_scan / hlog_scan_base / the expiry cycle.
+ */
 typedef struct hlog_key {
 	const void *ptr;
 	size_t len;
 	uint64_t hash;
+	bool internal;
 } hlog_key;
 
 static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
@@ -87,6 +97,15 @@ static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
 	k->ptr = p;
 	k->len = len;
 	k->hash = hidx_hash(p, len);
+	k->internal = false;
+}
+
+static inline void hlog_key_init_internal(hlog_key *k, const void *p, size_t len)
+{
+	k->ptr = p;
+	k->len = len;
+	k->hash = hidx_hash(p, len);
+	k->internal = true;
 }
 
 /* What a record holds (record.h's REC_TYPE bits, docs/ARCHITECTURE.md "Collections"): a string
@@ -100,6 +119,8 @@ typedef struct hlog_value {
 	size_t len;
 	int64_t expire_ms;        /* absolute unix ms, or HLOG_NO_EXPIRY */
 	uint8_t rtype;            /* HLOG_T_* */
+	uint64_t addr;            /* the logical address of the record the value came from (for a
+	                           * record read back from the device: its address there) */
 } hlog_value;
 
 int hlog_open(hlog **out, const hlog_config *cfg);
@@ -197,7 +218,9 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
  * leads to the device before the key is found in memory, the old record is read first (HLOG_PENDING),
  * one device read per overwrite of a cold key; a key whose index entry does not exist costs none. */
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
-/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. */
+/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. An
+ * internal key takes rtype HLOG_T_PART and no expiry, a user key any other type: else -EINVAL
+ * (the same for a plan of hlog_rmw that answers WRITE against its key's namespace). */
 int hlog_upsert_typed(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms,
                       uint8_t rtype);
 
@@ -219,7 +242,8 @@ typedef struct hlog_rmw_plan {
 	size_t new_len;
 	int64_t expire_ms;        /* for WRITE: expiry of the new value */
 	uint8_t rtype;            /* for WRITE: the new value's HLOG_T_*; the store sets the old value's
-	                           * (HLOG_T_STRING when absent) before plan, so a plan that keeps the
+	                           * (when absent: HLOG_T_STRING, HLOG_T_PART for an internal key)
+	                           * before plan, so a plan that keeps the
 	                           * value (EXPIRE) keeps its type, and one that changes the type says so */
 } hlog_rmw_plan;
 typedef struct hlog_rmw_ops {
