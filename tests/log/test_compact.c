@@ -3,8 +3,8 @@
  * copies the live records of the oldest pages, Begin and Head move, the frames below are given
  * back, so that a store overwritten many times over its memory keeps taking writes; the choice by
  * garbage share; compaction racing FLUSHALL never brings a flushed key back; and the liveness
- * check of parts drops the dead ones (compact.c note 8). The device side
- * is in compact_suite.h (every tier backend).
+ * check of parts drops the dead ones (compact.c note 8). The device side is in compact_suite.h
+ * and parts_suite.h (every tier backend).
  */
 #include <stdarg.h>
 #include <stddef.h>
