@@ -122,7 +122,8 @@
  *       reads the fetch cache now serves (each read in flight is asked for once: a re-run while
  *       it is still out waits for the same fetch), and hlog_session_release drops them once the
  *       relocation is done. A check that needs two reads one after the other (the registry, then
- *       the owner's head) parks twice.
+ *       the owner's head) parks twice. With a device the slot keeps the part's record as the scan
+ *       read it, so the copy after a live verdict does not read it again (as note 2's first run).
  *     - Live (1, or an error: the check errs towards keeping data): log_relocate again without
  *       ask, the ordinary conditional copy, in which a write that came meanwhile wins. Dead (0):
  *       not copied, counted (compact_parts_dropped, hlog_compact_info.parts_dropped); Begin's move
@@ -167,6 +168,9 @@ typedef struct cmp_park {
 	uint8_t *key;
 	uint32_t klen, kcap;
 	log_part_val val;                /* a part's value, as the check sees it (note 8) */
+	uint8_t *rbuf;                   /* with a device, a part parked by its check: its record as */
+	uint64_t rcap;                   /* the scan read it, so that the copy reads it no more (note 8) */
+	bool has_rec;
 } cmp_park;
 
 typedef struct cmp_run {
@@ -362,9 +366,27 @@ static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, 
 		return false;
 	hlog_session_release(c->s, p);
 	p->pstate = CMP_P_NEW;
+	p->has_rec = false;
 	if (rc < 0)
 		cmp_fail(c, p->src, rc);
 	return true;
+}
+
+/* A part whose check parked keeps the record the scan read (rec, with a device): the copy that
+ * follows a live verdict takes it as the fetched record instead of reading it again (note 8).
+ * Without the room for it the copy reads it again: nothing is lost. */
+static void cmp_keep_rec(cmp_park *p, const log_rec *rec)
+{
+	uint64_t size = rec_size(rec, atomic_load_explicit(&((log_rec *)rec)->info, memory_order_relaxed));
+	if (size > p->rcap) {
+		uint8_t *nb = realloc(p->rbuf, size);
+		if (!nb)
+			return;
+		p->rbuf = nb;
+		p->rcap = size;
+	}
+	memcpy(p->rbuf, rec, size);
+	p->has_rec = true;
 }
 
 /* Run the parked relocations again until at most `keep` are left (note 2). */
@@ -377,7 +399,8 @@ static void cmp_drain(cmp_run *c, int keep)
 		int before = c->nparked;
 		for (int i = 0; i < CMP_PARK; i++) {
 			cmp_park *p = &c->park[i];
-			if (p->used && cmp_try(c, p, p->key, p->klen, NULL)) {
+			const log_rec *kept = p->has_rec ? (const log_rec *)p->rbuf : NULL;
+			if (p->used && cmp_try(c, p, p->key, p->klen, kept)) {
 				p->used = false;
 				c->nparked--;
 			}
@@ -414,8 +437,11 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 	p->src = src;
 	p->rtype = rtype;
 	p->pstate = CMP_P_NEW;
+	p->has_rec = false;
 	if (cmp_try(c, p, key, klen, rec))
 		return;
+	if (rec && p->pstate == CMP_P_ASKING)
+		cmp_keep_rec(p, rec);
 	if (p->kcap < klen) {
 		uint8_t *nk = realloc(p->key, klen);
 		if (!nk) {
@@ -567,6 +593,7 @@ static void cmp_free(cmp_run *c)
 	for (int i = 0; i < CMP_PARK; i++) {
 		free(c->park[i].key);
 		free(c->park[i].val.buf);
+		free(c->park[i].rbuf);
 	}
 }
 
