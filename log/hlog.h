@@ -71,7 +71,9 @@ typedef struct hlog_config {
 	 * once it is in), or < 0 (an error: treated as live). Called from compaction's relocation with
 	 * compaction's own session s; NULL: every part is live. (compact.c note 8: s is protected, its
 	 * op_ctx is the relocation's, so the check's reads are served from its fetch cache when it runs
-	 * again; key and v are compaction's copies, valid for the call.) */
+	 * again; key and v are compaction's copies, valid for the call, v->addr the part's address.
+	 * The check may read (hlog_read, hlog_prefetch) but not write, poll, set the op_ctx, release
+	 * or unprotect s.) */
 	int (*part_live)(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 	void *part_live_arg;
 } hlog_config;
