@@ -66,10 +66,20 @@ typedef struct hlog_config {
 	                           * tests and measurements */
 } hlog_config;
 
+/*
+ * A key. A user key (hlog_key_init: what clients name) matches only records of type HLOG_T_STRING
+ * and HLOG_T_HEAD; an internal key (hlog_key_init_internal: a part of a large collection, named by
+ * the collection layer) only records of type HLOG_T_PART. Equal bytes in the two namespaces are
+ * two keys: chain walks skip the other namespace's records (same hash, same chains: the record
+ * type tells them apart, so neither the index nor the record format changes). Internal records
+ * never carry an expiry, never count as keys (DBSIZE, keys=, expires=) and are never reported by
+ * hlog_scan / hlog_scan_base / the expiry cycle.
+ */
 typedef struct hlog_key {
 	const void *ptr;
 	size_t len;
 	uint64_t hash;
+	bool internal;
 } hlog_key;
 
 static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
@@ -77,6 +87,15 @@ static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
 	k->ptr = p;
 	k->len = len;
 	k->hash = hidx_hash(p, len);
+	k->internal = false;
+}
+
+static inline void hlog_key_init_internal(hlog_key *k, const void *p, size_t len)
+{
+	k->ptr = p;
+	k->len = len;
+	k->hash = hidx_hash(p, len);
+	k->internal = true;
 }
 
 /* What a record holds (record.h's REC_TYPE bits, docs/ARCHITECTURE.md "Collections"): a string
@@ -380,6 +399,7 @@ typedef struct hlog_redo {
 	size_t vlen;
 	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
 	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_* */
+	bool group_more;          /* more records of this group follow on this session */
 } hlog_redo;
 typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
 /* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has
