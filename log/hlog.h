@@ -109,6 +109,8 @@ typedef struct hlog_value {
 	size_t len;
 	int64_t expire_ms;        /* absolute unix ms, or HLOG_NO_EXPIRY */
 	uint8_t rtype;            /* HLOG_T_* */
+	uint64_t addr;            /* the logical address of the record the value came from (for a
+	                           * record read back from the device: its address there) */
 } hlog_value;
 
 int hlog_open(hlog **out, const hlog_config *cfg);
@@ -206,7 +208,9 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
  * leads to the device before the key is found in memory, the old record is read first (HLOG_PENDING),
  * one device read per overwrite of a cold key; a key whose index entry does not exist costs none. */
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
-/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. */
+/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. An
+ * internal key takes rtype HLOG_T_PART and no expiry, a user key any other type: else -EINVAL
+ * (the same for a plan of hlog_rmw that answers WRITE against its key's namespace). */
 int hlog_upsert_typed(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms,
                       uint8_t rtype);
 
@@ -228,7 +232,8 @@ typedef struct hlog_rmw_plan {
 	size_t new_len;
 	int64_t expire_ms;        /* for WRITE: expiry of the new value */
 	uint8_t rtype;            /* for WRITE: the new value's HLOG_T_*; the store sets the old value's
-	                           * (HLOG_T_STRING when absent) before plan, so a plan that keeps the
+	                           * (when absent: HLOG_T_STRING, HLOG_T_PART for an internal key)
+	                           * before plan, so a plan that keeps the
 	                           * value (EXPIRE) keeps its type, and one that changes the type says so */
 } hlog_rmw_plan;
 typedef struct hlog_rmw_ops {

@@ -68,6 +68,14 @@
  *     update, upsert included, learns the old state: a blind upsert whose chain reaches the device
  *     before the key is found reads the old record first (the one read a plain SET pays, only for
  *     keys whose index entry already exists and leads to the device).
+ *
+ *  5. Internal keys (hlog.h, hlog_key). The namespace of a record is its type: HLOG_T_PART for
+ *     internal keys (a tombstone of one carries the type too), any other for user keys. Every key
+ *     match (log_chain_find, pending.c's fetches, scan.c, expire.c) compares the namespace with the
+ *     bytes (rec_key_is), so equal bytes of the two namespaces are two keys sharing one chain; a
+ *     write never moves a key across (a plan that would: -EINVAL). Parts are not keys: log_count
+ *     and the units' live counts leave them out, and they never carry an expiry (so a unit that
+ *     holds one is never dropped unread: it is a blocker, compact.c note 7).
  */
 
 #include <errno.h>
@@ -116,7 +124,7 @@ static inline uint64_t log_chain_find(hlog *l, uint64_t addr, uint64_t begin, co
 		}
 		log_rec *r = hlog_rec_at(l, addr);
 		uint64_t info = atomic_load_explicit(&r->info, memory_order_acquire);
-		if (r->key_len == k->len && memcmp(rec_key(r, info), k->ptr, k->len) == 0) {
+		if (rec_key_is(r, info, k->ptr, k->len, k->internal)) {   /* note 5: its namespace only */
 			*out = r;
 			*info_out = info;
 			return addr;
@@ -147,7 +155,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			if (SPW_LIKELY(!cold))
 				return HLOG_NOTFOUND;
 			/* On the device: the fetched copy is private and immutable, no lock (pending.c note 1). */
-			int rc = pend_cold(s, k, cold, true, &r, &info, NULL);
+			int rc = pend_cold(s, k, cold, true, &r, &info, &a);
 			if (rc == PEND_ABSENT && load_acq(&l->begin) != b0) {
 				log_retry(s, &spins);   /* note 2: Begin moved under the walk */
 				continue;
@@ -178,7 +186,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			log_update(s, k, &op);
 			return HLOG_NOTFOUND;
 		}
-		hlog_value v = rec_value(r, info);
+		hlog_value v = rec_value(r, info, a);
 		fn(ctx, &v);
 		if (locked)
 			rec_unlock_shared(r);
@@ -271,7 +279,8 @@ static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_ke
 		.key = k->ptr, .klen = k->len,
 		.val = wr ? rec_val(r, info) : NULL, .vlen = wr ? r->val_len : 0,
 		.expire_ms = wr ? expire_ms : HLOG_NO_EXPIRY,
-		.rtype = wr ? rec_type(info) : HLOG_T_STRING,
+		/* A delete of a part says so: the replay needs the key's namespace. */
+		.rtype = wr ? rec_type(info) : k->internal ? HLOG_T_PART : HLOG_T_STRING,
 	};
 	s->redo(s->redo_arg, &rd);
 }
@@ -409,9 +418,9 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 
 	u->st = !u->a ? ST_ABSENT : (info & REC_TOMBSTONE) ? ST_TOMB
 		: rec_expired(r, info, s->now_ms) ? ST_EXPIRED : ST_LIVE;
-	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY, HLOG_T_STRING };
+	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY, k->internal ? HLOG_T_PART : HLOG_T_STRING, 0 };
 	if (u->st == ST_LIVE)
-		u->old = rec_value(r, info);
+		u->old = rec_value(r, info, u->found);
 	u->oldp = u->st == ST_LIVE ? &u->old : NULL;
 
 	u->plan = (hlog_rmw_plan){ HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY, u->old.rtype };
@@ -447,6 +456,10 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 		return u->result;
 
 	u->wr = u->plan.action == HLOG_RMW_WRITE;
+	/* Note 5: a value stays in its key's namespace, and an internal one has no expiry. */
+	if (u->wr && ((u->plan.rtype == HLOG_T_PART) != k->internal || u->plan.rtype > HLOG_T_PART ||
+	              (k->internal && u->plan.expire_ms != HLOG_NO_EXPIRY)))
+		return -EINVAL;
 	u->new_exp = u->wr && u->plan.expire_ms != HLOG_NO_EXPIRY;
 	u->vlen = u->wr ? u->plan.new_len : 0;
 	u->size = rec_size_of(k->len, u->vlen, u->new_exp);
@@ -466,8 +479,10 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
 		log_garbage_add(s, u->a, rec_size(r, info));
-		log_ustat_live(s, u->a, -1);   /* R was counted (live or expired): it is not any more */
-		log_count(s, u->a, u->st, info, u->plan.action, false);
+		if (!u->key->internal) {
+			log_ustat_live(s, u->a, -1);   /* R was counted (live or expired): it is not any more */
+			log_count(s, u->a, u->st, info, u->plan.action, false);
+		}
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
 			log_redo_visible(s, u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
@@ -480,13 +495,15 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
 		if (u->st == ST_TOMB) {
 			log_garbage_add(s, u->a, -(int64_t)u->size);
-			log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
+			if (!u->key->internal)
+				log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
 		}
 		/* Every value written in place is accounted (compact.c note 7): a new expiry raises the
 		 * unit's latest expiry, and a value without one (also one that revives a tombstone,
 		 * which counted as neither) keeps the unit from being dropped unread. */
 		log_ustat_write(s, u->a, u->size, true, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
-		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
+		if (!u->key->internal)
+			log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
 			*(int64_t *)(r + 1) = u->plan.expire_ms;
@@ -558,7 +575,8 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	}
 	log_rec *n = hlog_rec_at(l, (uint64_t)na);
 	uint64_t ninfo = hidx_slot_addr(&u->slot) | (u->new_exp ? REC_HAS_EXPIRY : 0) |
-	                 (u->wr ? rec_type_bits(u->plan.rtype) : REC_TOMBSTONE);
+	                 (u->wr ? rec_type_bits(u->plan.rtype) : REC_TOMBSTONE) |
+	                 (!u->wr && k->internal ? rec_type_bits(HLOG_T_PART) : 0);   /* note 5 */
 	/* Sealed, not valid: unpublished (the frame is zero, so the info word is the first write). */
 	atomic_store_explicit(&n->info, ninfo | REC_SEALED, memory_order_relaxed);
 	n->key_len = (uint32_t)k->len;
@@ -585,7 +603,7 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	if (u->mut)
 		rec_unlock_excl(u->r, u->info | REC_SEALED);
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
-	if ((uint64_t)na >= load_acq(&l->begin)) {
+	if ((uint64_t)na >= load_acq(&l->begin) && !k->internal) {   /* note 5: parts are no keys */
 		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
 		/* The same transition by unit (compact.c note 7): R's unit loses the key, na's gains it. */
 		if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
