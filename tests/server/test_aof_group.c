@@ -299,6 +299,147 @@ static void test_a_lost_record_takes_its_group_with_it(void **state)
 	assert_int_equal(st.torn_bytes, 0);
 }
 
+/* ---------------- through a real store ---------------- */
+
+static off_t put_kv(aof_writer *w, uint64_t seq, uint64_t addr, int kind, uint8_t rtype, bool more,
+                    const char *key, const char *val)
+{
+	bool set = kind == HLOG_REDO_SET;
+	hlog_redo r = {
+		.seq = seq, .addr = addr, .kind = kind, .key = key, .klen = strlen(key),
+		.val = set ? val : NULL, .vlen = set ? strlen(val) : 0, .expire_ms = HLOG_NO_EXPIRY,
+		.rtype = rtype, .group_more = more,
+	};
+	aof_redo(w, &r);
+	return rec_bytes(r.klen, r.vlen);
+}
+
+static int apply_store(void *ctx, const aof_rec *r)
+{
+	int rc = aof_rec_apply(ctx, r);
+	assert_int_not_equal(rc, HLOG_PENDING);   /* a store in memory with room: never */
+	return rc < 0 ? rc : 0;
+}
+
+typedef struct got {
+	char val[64];
+	uint8_t rtype;
+	bool found;
+} got;
+
+static void got_fn(void *ctx, const hlog_value *v)
+{
+	got *g = ctx;
+	g->found = true;
+	g->rtype = v->rtype;
+	snprintf(g->val, sizeof(g->val), "%.*s", (int)v->len, (const char *)v->ptr);
+}
+
+/* Read key in its namespace: its value, or "" when it is not there. */
+static got store_get(hlog_session *s, const char *key, bool internal)
+{
+	hlog_key k;
+	got g = { .found = false };
+	if (internal) hlog_key_init_internal(&k, key, strlen(key));
+	else hlog_key_init(&k, key, strlen(key));
+	int rc = hlog_read(s, &k, got_fn, &g);
+	assert_true(rc == HLOG_OK || rc == HLOG_NOTFOUND);
+	assert_int_equal(rc == HLOG_OK, g.found);
+	return g;
+}
+
+/* A user string "same", then a group (head "h", part "same" = "part", part "gone" = "x"), then a
+ * second group (head "h" again, part "gone" deleted). Its length up to the second group's start. */
+static off_t write_store_file(const char *dir)
+{
+	aof_writer *w;
+	assert_int_equal(aof_writer_open(&w, dir, 0, 1, AOF_FSYNC_NO), 0);
+	off_t at = 40;
+	at += put_kv(w, 1, 100, HLOG_REDO_SET, HLOG_T_STRING, false, "same", "user");
+	at += put_kv(w, 2, 200, HLOG_REDO_SET, HLOG_T_HEAD, true, "h", "head-1");
+	at += put_kv(w, 3, 201, HLOG_REDO_SET, HLOG_T_PART, true, "same", "part");
+	at += put_kv(w, 4, 202, HLOG_REDO_SET, HLOG_T_PART, false, "gone", "x");
+	off_t second = at;
+	put_kv(w, 5, 300, HLOG_REDO_SET, HLOG_T_HEAD, true, "h", "head-2");
+	put_kv(w, 6, 301, HLOG_REDO_DEL, HLOG_T_PART, false, "gone", NULL);
+	assert_int_equal(aof_writer_flush(w), 0);
+	aof_writer_close(w);
+	return second;
+}
+
+/* Replay the folder into a fresh store in memory; *l and *s for the caller to close. */
+static void replay_into_store(const char *dir, hlog **l, hlog_session **s, aof_replay_stats *st)
+{
+	hlog_config c = { .memory_bytes = 4u << 20, .page_bytes = 64u << 10, .index_bytes = 64u << 10,
+	                  .mutable_percent = 90, .max_sessions = 2 };
+	assert_int_equal(hlog_open(l, &c), 0);
+	assert_int_equal(hlog_session_open(*l, s), 0);
+	hlog_session_protect(*s);
+	char why[512] = "";
+	int rc = aof_replay(dir, 0, apply_store, *s, st, why, sizeof(why));
+	if (rc) print_message("replay: %s\n", why);
+	assert_int_equal(rc, 0);
+}
+
+static void store_close(hlog *l, hlog_session *s)
+{
+	hlog_session_unprotect(s);
+	hlog_session_close(s);
+	hlog_close(l);
+}
+
+/* Parts come back under their internal keys: readable there, invisible to a user key with the same
+ * bytes and to the key count; a part's tombstone deletes the part, not the user key. */
+static void test_parts_are_replayed_under_internal_keys(void **state)
+{
+	fixture *f = *state;
+	write_store_file(f->dir);
+	hlog *l;
+	hlog_session *s;
+	aof_replay_stats st;
+	replay_into_store(f->dir, &l, &s, &st);
+	assert_int_equal(st.applied, 6);
+	assert_int_equal(st.groups, 2);
+	got g = store_get(s, "same", true);
+	assert_string_equal(g.val, "part");
+	assert_int_equal(g.rtype, HLOG_T_PART);
+	g = store_get(s, "same", false);
+	assert_string_equal(g.val, "user");
+	assert_int_equal(g.rtype, HLOG_T_STRING);
+	assert_string_equal(store_get(s, "h", false).val, "head-2");
+	assert_int_equal(store_get(s, "h", false).rtype, HLOG_T_HEAD);
+	assert_false(store_get(s, "h", true).found);
+	assert_false(store_get(s, "gone", true).found);   /* the second group deleted it */
+	assert_false(store_get(s, "gone", false).found);
+	assert_int_equal(hlog_key_count(l), 2);           /* "same" and "h": parts count in none */
+	store_close(l, s);
+}
+
+/* The file cut inside the second group: the first group is whole in the store, none of the second
+ * is (the head keeps its first value, the part its value). */
+static void test_a_cut_group_leaves_the_store_as_before_it(void **state)
+{
+	fixture *f = *state;
+	off_t second = write_store_file(f->dir);
+	char path[4200];
+	file_path(path, sizeof(path), f->dir, 1, 0);
+	off_t size = file_size(path);
+	assert_int_equal(truncate(path, size - 1), 0);   /* inside the group's last record */
+	hlog *l;
+	hlog_session *s;
+	aof_replay_stats st;
+	replay_into_store(f->dir, &l, &s, &st);
+	assert_int_equal(st.applied, 4);
+	assert_int_equal(st.groups, 1);
+	assert_int_equal(st.groups_cut, 1);
+	assert_int_equal(st.torn_bytes, (uint64_t)(size - 1 - second));
+	assert_string_equal(store_get(s, "h", false).val, "head-1");
+	assert_string_equal(store_get(s, "gone", true).val, "x");
+	assert_string_equal(store_get(s, "same", true).val, "part");
+	assert_int_equal(hlog_key_count(l), 2);
+	store_close(l, s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +449,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_group_is_applied_at_its_first_seq_across_files, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_a_lost_record_takes_its_group_with_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parts_are_replayed_under_internal_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_cut_group_leaves_the_store_as_before_it, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
