@@ -15,7 +15,8 @@
  *    first record: the head's seq comes first, and nobody else writes the group's parts between
  *    its records (the writer holds the collection's exclusive latch over the whole group), so a
  *    record of another file with a seq inside the group's range touches at most the head, which it
- *    then correctly overwrites after the group.
+ *    then correctly overwrites after the group. (A FLUSHALL racing the group on another session is
+ *    ordered on either side of it, as for any record: hlog.h, "durability".)
  * 2. The skip rule (addr < cut: in the checkpoint) stays per record, but never splits a group: a
  *    group is one reservation at the log's tail (one span), and a checkpoint's cut is a log
  *    address taken between reservations, so all of a group's addrs lie on one side of it.
