@@ -243,6 +243,37 @@ typedef struct hlog_rmw_ops {
 int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx);
 
 /*
+ * Groups (log/group.c): several records made visible together, head first, all in ONE reservation
+ * at the tail (a span: records back to back, a filler where a record would cross a page end), so
+ * that the group lies wholly on one side of a checkpoint's cut and any frame wait comes before
+ * anything is written.
+ */
+/* A part of a group: an internal key's new value (or tombstone). */
+typedef struct hlog_group_part {
+	hlog_key key;            /* hlog_key_init_internal */
+	const void *val;         /* rtype HLOG_T_PART, no expiry */
+	size_t len;
+	bool del;                /* a tombstone instead */
+} hlog_group_part;
+/* One hlog_rmw on the user key `head` (ops, ctx: as hlog_rmw; plan must answer WRITE or DELETE of
+ * a live value, or an error that aborts with nothing written: a plan that answers KEEP, or DELETE
+ * of an absent head, gets -EINVAL) plus nparts parts. The head is always written as a new record
+ * in the span (never in place); it is published first (its CAS, conditional like any rmw: a
+ * concurrent writer makes plan run again on the new value), then each part (CAS on its index
+ * entry, retried until it succeeds: parts are written only by holders of the collection's
+ * exclusive latch, and by compaction's conditional copies, which lose to us). Returns HLOG_OK;
+ * HLOG_PENDING (the head's old value must be read from the device, or no frame: NOTHING written,
+ * park and re-run as for hlog_rmw); plan's error (nothing written); -EINVAL (a user key among the
+ * parts, an internal head); SPW_E_TOO_BIG when the records need more than hlog_group_max_bytes or
+ * one of them more than a page; the other errors of hlog_rmw. The redo hook is called for every
+ * record in publish order with hlog_redo.group_more = true on all but the last. */
+int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *ops, void *ctx,
+                   const hlog_group_part *parts, size_t nparts);
+/* The most bytes (sum of hlog_record_bytes of its records) one group may take: several pages are
+ * fine, at most a quarter of the memory region and at most 64 MiB. */
+uint64_t hlog_group_max_bytes(hlog *l);
+
+/*
  * Key enumeration in index order (SCAN/KEYS/RANDOMKEY). Visits the index buckets [cursor, cursor+count)
  * and calls fn for every live key there (newest version only, expired keys skipped). Returns the next
  * cursor, 0 when the whole index was covered. Keys written during a scan may or may not be seen;
@@ -403,8 +434,10 @@ typedef struct hlog_redo {
 	const void *val;          /* HLOG_REDO_SET only */
 	size_t vlen;
 	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
-	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_* */
-	bool group_more;          /* more records of this group follow on this session */
+	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_*; HLOG_REDO_DEL: HLOG_T_PART for
+	                           * an internal key's delete, else HLOG_T_STRING */
+	bool group_more;          /* more records of this group (hlog_group_rmw) follow on this session;
+	                           * false for every change outside a group and for a group's last */
 } hlog_redo;
 typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
 /* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has
