@@ -6,8 +6,9 @@
  * loses takes its group with it; and, through a real store, a part replayed with aof_rec_apply is
  * written under its internal key.
  *
- * The records are crafted hlog_redo records handed to the real writer (aof_redo), as the store's
- * redo hook hands them, group_more set on all but a group's last; the files are real files.
+ * Most records are crafted hlog_redo records handed to the real writer (aof_redo), as the store's
+ * redo hook hands them, group_more set on all but a group's last; the last test has a real log's
+ * hlog_group_rmw write them through its redo hook. The files are real files.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -440,6 +441,132 @@ static void test_a_cut_group_leaves_the_store_as_before_it(void **state)
 	store_close(l, s);
 }
 
+/* ---------------- through a real log's hlog_group_rmw ---------------- */
+
+typedef struct noted {
+	int n;
+	char key[8][8];
+	bool more[8];
+	uint8_t rtype[8];
+	int kind[8];
+} noted;
+
+static int note_record(void *ctx, const aof_rec *a)
+{
+	noted *r = ctx;
+	if (r->n < 8) {
+		snprintf(r->key[r->n], sizeof(r->key[r->n]), "%.*s", (int)a->klen, (const char *)a->key);
+		r->more[r->n] = a->group_more;
+		r->rtype[r->n] = a->rtype;
+		r->kind[r->n] = a->kind;
+	}
+	r->n++;
+	return 0;
+}
+
+static int head_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	(void)old;
+	out->action = HLOG_RMW_WRITE;
+	out->new_len = strlen(ctx);
+	out->expire_ms = HLOG_NO_EXPIRY;
+	out->rtype = HLOG_T_HEAD;
+	return 0;
+}
+
+static void head_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	(void)old;
+	(void)in_place;
+	memcpy(dst, ctx, strlen(ctx));
+}
+
+/* A store whose session's redo hook is the writer, as a worker's (worker.c note 7): a string "x",
+ * then one hlog_group_rmw (head "h", parts "c|b0" and "h" -- the head's bytes, internal -- and a
+ * tombstone of "c|b1"), then a string "y"; the writer is closed. */
+static void write_through_a_real_log(const char *dir)
+{
+	hlog *l;
+	hlog_session *s;
+	hlog_config c = { .memory_bytes = 4u << 20, .page_bytes = 64u << 10, .index_bytes = 64u << 10,
+	                  .mutable_percent = 90, .max_sessions = 2 };
+	assert_int_equal(hlog_open(&l, &c), 0);
+	assert_int_equal(hlog_session_open(l, &s), 0);
+	hlog_session_protect(s);
+	aof_writer *w;
+	assert_int_equal(aof_writer_open(&w, dir, 0, 1, AOF_FSYNC_NO), 0);
+	hlog_session_set_redo(s, aof_redo, w);
+	hlog_key k;
+	hlog_key_init(&k, "x", 1);
+	assert_int_equal(hlog_upsert(s, &k, "vx", 2, HLOG_NO_EXPIRY), 0);
+	hlog_group_part parts[3] = {
+		{ .val = "m0", .len = 2 }, { .val = "m-h", .len = 3 }, { .del = true },
+	};
+	hlog_key_init_internal(&parts[0].key, "c|b0", 4);
+	hlog_key_init_internal(&parts[1].key, "h", 1);
+	hlog_key_init_internal(&parts[2].key, "c|b1", 4);
+	static const hlog_rmw_ops ops = { head_plan, head_fill };
+	hlog_key head;
+	hlog_key_init(&head, "h", 1);
+	assert_int_equal(hlog_group_rmw(s, &head, &ops, (void *)"head", parts, 3), HLOG_OK);
+	hlog_key_init(&k, "y", 1);
+	assert_int_equal(hlog_upsert(s, &k, "vy", 2, HLOG_NO_EXPIRY), 0);
+	hlog_session_set_redo(s, NULL, NULL);
+	assert_int_equal(aof_writer_flush(w), 0);
+	aof_writer_close(w);
+	store_close(l, s);
+}
+
+/* What hlog_group_rmw's redo records become in the file, and in a store replayed from it: the
+ * group's records in publish order (head first), group_more on all but the last; parts under
+ * internal keys. Then the file cut inside the group: "x" only. */
+static void test_a_real_group_rmw_round_trips_and_a_cut_drops_it(void **state)
+{
+	fixture *f = *state;
+	write_through_a_real_log(f->dir);
+	/* The records as the reader sees them. */
+	noted r = { .n = 0 };
+	aof_replay_stats st;
+	char why[512] = "";
+	assert_int_equal(aof_replay(f->dir, 0, note_record, &r, &st, why, sizeof(why)), 0);
+	assert_int_equal(r.n, 6);
+	const char *keys[] = { "x", "h", "c|b0", "h", "c|b1", "y" };
+	const uint8_t rtypes[] = { HLOG_T_STRING, HLOG_T_HEAD, HLOG_T_PART, HLOG_T_PART, HLOG_T_PART,
+	                           HLOG_T_STRING };
+	for (int i = 0; i < 6; i++) {
+		assert_string_equal(r.key[i], keys[i]);
+		assert_int_equal(r.rtype[i], rtypes[i]);
+		assert_int_equal(r.more[i], i >= 1 && i <= 3);
+		assert_int_equal(r.kind[i], i == 4 ? HLOG_REDO_DEL : HLOG_REDO_SET);
+	}
+	assert_int_equal(st.groups, 1);
+	/* Into a store. */
+	hlog *l;
+	hlog_session *s;
+	replay_into_store(f->dir, &l, &s, &st);
+	assert_string_equal(store_get(s, "h", false).val, "head");
+	assert_string_equal(store_get(s, "h", true).val, "m-h");
+	assert_string_equal(store_get(s, "c|b0", true).val, "m0");
+	assert_false(store_get(s, "c|b0", false).found);
+	assert_false(store_get(s, "c|b1", true).found);
+	assert_int_equal(hlog_key_count(l), 3);   /* x, h, y */
+	store_close(l, s);
+	/* Cut inside the group (its last record loses a byte): x only. */
+	char path[4200];
+	file_path(path, sizeof(path), f->dir, 1, 0);
+	off_t y = rec_bytes(1, 2);
+	assert_int_equal(truncate(path, file_size(path) - y - 1), 0);
+	replay_into_store(f->dir, &l, &s, &st);
+	assert_int_equal(st.groups_cut, 1);
+	assert_int_equal(st.applied, 1);
+	assert_string_equal(store_get(s, "x", false).val, "vx");
+	assert_false(store_get(s, "h", false).found);
+	assert_false(store_get(s, "h", true).found);
+	assert_false(store_get(s, "c|b0", true).found);
+	assert_int_equal(hlog_key_count(l), 1);
+	store_close(l, s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -451,6 +578,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_lost_record_takes_its_group_with_it, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parts_are_replayed_under_internal_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_cut_group_leaves_the_store_as_before_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_real_group_rmw_round_trips_and_a_cut_drops_it, setup,
+		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
