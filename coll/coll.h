@@ -59,6 +59,8 @@ typedef struct coll_view {
 	const uint8_t *p;         /* the payload */
 	size_t used;
 	int64_t count;            /* the entry count after the payload (COLL_F_COUNT), or -1 */
+	const struct coll_head *large; /* a large collection's head (the payload: some or all of its
+	                                * buckets assembled, server/coll_large.c), or NULL */
 } coll_view;
 
 /* Parse a collection record's value. false when it is not one (too short, bad type or encoding,
@@ -76,6 +78,7 @@ static inline bool coll_parse(const uint8_t *v, size_t len, coll_view *out)
 	out->p = v + COLL_HDR;
 	out->used = used;
 	out->count = -1;
+	out->large = NULL;
 	if (v[2] & COLL_F_COUNT) {
 		if (len - COLL_HDR - used < COLL_COUNT_BYTES)
 			return false;
