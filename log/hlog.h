@@ -444,7 +444,10 @@ typedef struct hlog_redo {
 	const void *val;          /* HLOG_REDO_SET only */
 	size_t vlen;
 	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
-	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_* */
+	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_*; HLOG_REDO_DEL: HLOG_T_PART for
+	                           * an internal key's delete, else HLOG_T_STRING */
+	bool group_more;          /* more records of this group (hlog_group_rmw) follow on this session;
+	                           * false for every change outside a group and for a group's last */
 } hlog_redo;
 typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
 /* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has

@@ -85,53 +85,15 @@
 
 #include "log/alloc_int.h"
 #include "log/hlog_int.h"
+#include "log/ops_int.h"
 #include "log/pending_int.h"
 
 /* Restart path of an operation that holds nothing: count it, let the epoch move, back off. */
-static void log_retry(hlog_session *s, unsigned *spins)
+void log_retry(hlog_session *s, unsigned *spins)
 {
 	ctr_add(&s->retries, 1);
 	epoch_refresh(s->l->ep, s->id);
 	log_spin(spins);
-}
-
-enum { ST_ABSENT, ST_TOMB, ST_EXPIRED, ST_LIVE };
-enum { OP_RMW, OP_UPSERT, OP_DELETE, OP_EXPIRE, OP_RELOCATE };
-
-typedef struct log_op {
-	int kind;
-	int how;                     /* OP_RELOCATE: LOG_RELOCATE_* */
-	uint64_t src;                /* OP_RELOCATE: the record compaction found */
-	const log_rec *src_rec;      /* OP_RELOCATE: its bytes as compaction read them, or NULL */
-	const hlog_rmw_ops *ops;     /* OP_RMW */
-	void *ctx;
-	const void *val;             /* OP_UPSERT */
-	size_t len;
-	int64_t expire_ms;
-	uint8_t rtype;               /* OP_UPSERT: the value's HLOG_T_* */
-} log_op;
-
-/* Walk the chain from addr (newest first) for key k. The address of the newest version of k in
- * memory (may be a tombstone, may not be published yet: see rec_wait_valid) with *out and *info_out
- * set, or 0: absent, or, with *cold set, the chain goes on below Head at *cold (note 2). */
-static inline uint64_t log_chain_find(hlog *l, uint64_t addr, uint64_t begin, const hlog_key *k,
-		log_rec **out, uint64_t *info_out, uint64_t *cold)
-{
-	while (addr >= begin) {
-		if (SPW_UNLIKELY(addr < load_acq(&l->head))) {
-			*cold = addr;
-			return 0;
-		}
-		log_rec *r = hlog_rec_at(l, addr);
-		uint64_t info = atomic_load_explicit(&r->info, memory_order_acquire);
-		if (rec_key_is(r, info, k->ptr, k->len, k->internal)) {   /* note 5: its namespace only */
-			*out = r;
-			*info_out = info;
-			return addr;
-		}
-		addr = info & REC_PREV_MASK;
-	}
-	return 0;
 }
 
 /* ---------------- read (notes 2 and 3) ---------------- */
@@ -271,8 +233,8 @@ static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool
 /* The redo hook (hlog.h, "durability"): the change just made to k, at addr, with its seq. For an
  * in-place change the caller holds the record's exclusive lock; for a new record it is published
  * (the CAS won) but not yet valid, so nobody else can change it while fn copies it (note 1). */
-static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_key *k, bool wr,
-		const log_rec *r, uint64_t info, int64_t expire_ms)
+void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_key *k, bool wr,
+		const log_rec *r, uint64_t info, int64_t expire_ms, bool group_more)
 {
 	hlog_redo rd = {
 		.seq = seq, .addr = addr, .kind = wr ? HLOG_REDO_SET : HLOG_REDO_DEL,
@@ -281,16 +243,9 @@ static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_ke
 		.expire_ms = wr ? expire_ms : HLOG_NO_EXPIRY,
 		/* A delete of a part says so: the replay needs the key's namespace. */
 		.rtype = wr ? rec_type(info) : k->internal ? HLOG_T_PART : HLOG_T_STRING,
+		.group_more = group_more,
 	};
 	s->redo(s->redo_arg, &rd);
-}
-
-/* A redo seq, taken only by sessions with a hook: under the record's lock (in place) or right
- * before the publishing CAS (a new record), so that one key's changes get increasing seqs in the
- * order they were applied (hlog.h). */
-static inline uint64_t log_redo_seq(hlog_session *s)
-{
-	return SPW_UNLIKELY(s->redo != NULL) ? atomic_fetch_add(&s->l->redo_seq, 1) : 0;
 }
 
 /* An in-place change's redo record: its seq, then Begin (both sequentially consistent); a record
@@ -301,37 +256,14 @@ static void log_redo_visible(hlog_session *s, uint64_t addr, const hlog_key *k, 
 {
 	uint64_t seq = log_redo_seq(s);
 	if (addr >= atomic_load(&s->l->begin))
-		log_redo(s, seq, addr, k, wr, r, info, expire_ms);
+		log_redo(s, seq, addr, k, wr, r, info, expire_ms, false);
 }
-
-/* One run of the update loop: what the lookup found and what the plan decided. */
-typedef struct log_upd {
-	hidx_slot slot;
-	bool have_slot;
-	log_rec *r;                  /* the newest version R (in memory or the fetched copy), or NULL */
-	uint64_t info;               /* R's info word (with REC_LOCK_X while mut) */
-	uint64_t a;                  /* R's address, 0 when the key is absent (for a fetched copy: the
-	                              * cold address the chain walk reached, which the CAS expects) */
-	uint64_t found;              /* R's own address (the fetched record's, for a fetched copy) */
-	bool mut;                    /* R is mutable and we hold its exclusive lock */
-	int st;                      /* ST_*: R's state */
-	hlog_value old;              /* R's value when it is live */
-	const hlog_value *oldp;      /* &old when R is live, else NULL */
-	hlog_rmw_plan plan;
-	int result;                  /* what the operation returns once done */
-	bool wr, new_exp;            /* the new version: a value (not a tombstone), with an expiry */
-	const hlog_key *key;         /* the operation's key (for the redo hook) */
-	uint64_t vlen, size;
-} log_upd;
-
-/* Step results of log_update's steps, besides what the operation returns (HLOG_* and errors). */
-enum { UPD_NEXT = 32, UPD_RESTART = 33 };
 
 /* Find the newest version R of k (note 3): in memory, or the fetched copy from the device. A
  * mutable R comes back locked exclusive (u->mut). UPD_NEXT; UPD_RESTART (fuzzy band, or R sealed:
  * nothing held); or what the operation returns (HLOG_NOTFOUND: no entry and nothing to write,
  * HLOG_PENDING, a device read's error). */
-static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
 {
 	hlog *l = s->l;
 	bool writes = op->kind == OP_RMW || op->kind == OP_UPSERT;
@@ -409,7 +341,7 @@ static void log_relocate_plan(const log_op *op, log_upd *u)
 /* Classify R and decide what to write: u->st, u->old, u->plan, u->result and the new version's
  * size. UPD_NEXT when there is something to write; else what the operation returns (a plan's error,
  * SPW_E_TOO_BIG, or u->result when nothing changes), with R still locked: the caller unlocks. */
-static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
 {
 	hlog *l = s->l;
 	log_rec *r = u->r;
@@ -596,23 +528,29 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	}
 	/* seq first, then Begin (both sequentially consistent): see hlog_flush_all. */
 	if (SPW_UNLIKELY(s->redo != NULL) && (uint64_t)na >= atomic_load(&l->begin))
-		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
+		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY,
+		         false);
 	atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
 	/* Seal the source only after the new version is valid, so that whoever locks it next and
 	 * sees the seal finds the new version by restarting. */
 	if (u->mut)
 		rec_unlock_excl(u->r, u->info | REC_SEALED);
+	log_update_published(s, k, op, u, (uint64_t)na);
+	return u->result;
+}
+
+void log_update_published(hlog_session *s, const hlog_key *k, const log_op *op, const log_upd *u, uint64_t na)
+{
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
-	if ((uint64_t)na >= load_acq(&l->begin) && !k->internal) {   /* note 5: parts are no keys */
-		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
+	if (na >= load_acq(&s->l->begin) && !k->internal) {   /* note 5: parts are no keys */
+		log_count(s, na, u->st, u->info, u->plan.action, u->new_exp);
 		/* The same transition by unit (compact.c note 7): R's unit loses the key, na's gains it. */
 		if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
 			log_ustat_live(s, u->found, -1);
 		if (u->wr)
-			log_ustat_live(s, (uint64_t)na, 1);
+			log_ustat_live(s, na, 1);
 	}
-	log_update_garbage(s, op, u, (uint64_t)na);
-	return u->result;
+	log_update_garbage(s, op, u, na);
 }
 
 /*
