@@ -243,8 +243,9 @@ static long buckets_pick(client *c, const coll_head *h, int first, int step)
 }
 
 /* Note 8: the buckets of a scan step into t_bs: from the cursor on, enough whole buckets for
- * about h->count entries at the collection's mean per bucket (1..1024 of them); h->next is the
- * bucket after them, 0 past the last. A cursor past the end picks none. */
+ * about hint->count entries at the collection's mean per bucket (1..1024 of them; all of them
+ * from cursor 0 when the collection has at most COUNT members); hint->next is the bucket after
+ * them, 0 past the last. A cursor past the end picks none. */
 static long buckets_scan(const coll_head *h, coll_hint *hint)
 {
 	uint64_t nb = coll_bucket_count(h), per = h->count / nb + 1, want;
@@ -253,6 +254,8 @@ static long buckets_scan(const coll_head *h, coll_hint *hint)
 		return 0;
 	want = ((uint64_t)hint->count + per - 1) / per;
 	want = want < 1 ? 1 : want > 1024 ? 1024 : want;
+	if (h->count <= (uint64_t)hint->count && hint->cursor == 0)
+		want = nb;   /* all of it fits one call: one answer with cursor 0, as Redis's dict gives */
 	if (want > nb - hint->cursor)
 		want = nb - hint->cursor;
 	if (arrays_reserve(want) < 0)
