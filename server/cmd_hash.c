@@ -45,6 +45,12 @@
  *     a value replaced where it stands (in place and of the same encoded size: only its bytes
  *     written), a pair removed. Several pairs or fields in one command build the listpack in the
  *     edit buffer as note 4 says, since each change moves the offsets of the next.
+ * 10. A large hash (server/coll_large.c): HGET, HMGET, HEXISTS, HSTRLEN read the buckets of their
+ *     fields, HLEN the head's count; every write here is a point write on the buckets of its
+ *     fields; the rest (HGETALL, HKEYS, HVALS, HRANDFIELD) get the whole hash assembled in
+ *     bucket order. The code below sees a listpack either way. HSCAN walks a large hash by
+ *     buckets (coll_large.c note 8): the cursor is the next bucket, each call answers whole
+ *     buckets, about COUNT fields, so no field present throughout is missed.
  */
 #include "server/server_int.h"
 
@@ -99,10 +105,10 @@ static void hread_cb(void *ctx, const coll_view *view, const hlog_value *v)
 /* The lookup of a read command on argv[1], counted as lookupKeyRead (note 4): 1 when fn ran (and
  * replied), 0 when the key is missing (the caller replies), -1 when an error was replied or the
  * client parked. */
-static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
+static int hash_lookup_hint(client *c, hash_read_fn *fn, void *arg, const coll_hint *h)
 {
 	struct hread_ctx x = { c, fn, arg };
-	int rc = coll_read(c, &c->argv[1], COLL_HASH, hread_cb, &x);
+	int rc = coll_read_hint(c, &c->argv[1], COLL_HASH, h, hread_cb, &x);
 	if (rc == HLOG_PENDING) {
 		reply_pending(c);
 		return -1;
@@ -112,6 +118,15 @@ static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
 		return 0;
 	return reply_store_failed(c, rc) ? -1 : 1;
 }
+
+static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
+{
+	return hash_lookup_hint(c, fn, arg, NULL);
+}
+
+/* A large hash (note 10): the buckets of the fields argv[2..], or its count. */
+static const coll_hint hint_fields = { .mode = COLL_HINT_MEMBERS, .first = 2, .step = 1 };
+static const coll_hint hint_count = { .mode = COLL_HINT_COUNT, .first = 0, .step = 0 };
 
 /* Start an edit's fn: the current listpack (checked, note 8) or an empty one in the edit
  * buffer. */
@@ -139,10 +154,17 @@ static int hash_store(coll_edit *e, lp_buf *b, int enc)
 	return 0;
 }
 
+static int hdel_edit(coll_edit *e, const coll_view *cur);
+
 /* Run the edit fn (context arg) on argv[1]: true when it went through and the caller replies. */
 static bool hash_edit(client *c, int (*fn)(coll_edit *, const coll_view *), void *arg, bool create)
 {
 	coll_edit e = { .type = COLL_HASH, .create = create, .fn = fn, .arg = arg };
+	/* Every write here is a point write (note 10): its fields are argv[2], argv[4], ... for the
+	 * commands that take pairs or one field and a value, argv[2..] for HDEL. */
+	bool del = fn == hdel_edit;
+	e.hint_first = 2;
+	e.hint_step = del ? 1 : 2;
 	return !reply_store_failed(c, coll_rmw(c, &c->argv[1], &e));
 }
 
@@ -478,7 +500,7 @@ static void hget_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hget(client *c)
 {
-	if (hash_lookup(c, hget_body, NULL) == 0)
+	if (hash_lookup_hint(c, hget_body, NULL, &hint_fields) == 0)
 		reply_null(c);
 }
 
@@ -498,7 +520,7 @@ static void hmget_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hmget(client *c)
 {
-	if (hash_lookup(c, hmget_body, NULL) == 0)
+	if (hash_lookup_hint(c, hmget_body, NULL, &hint_fields) == 0)
 		hmget_body(c, NULL, NULL);
 }
 
@@ -511,7 +533,7 @@ static void hexists_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hexists(client *c)
 {
-	if (hash_lookup(c, hexists_body, NULL) == 0)
+	if (hash_lookup_hint(c, hexists_body, NULL, &hint_fields) == 0)
 		reply_int(c, 0);
 }
 
@@ -519,12 +541,12 @@ static void hlen_body(client *c, const coll_view *v, void *arg)
 {
 	const uint8_t *lp = v->p;
 	(void)arg;
-	reply_int(c, hash_lp_len(lp));
+	reply_int(c, v->large ? (long long)v->large->count : hash_lp_len(lp));
 }
 
 void cmd_hlen(client *c)
 {
-	if (hash_lookup(c, hlen_body, NULL) == 0)
+	if (hash_lookup_hint(c, hlen_body, NULL, &hint_count) == 0)
 		reply_int(c, 0);
 }
 
@@ -546,7 +568,7 @@ static void hstrlen_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hstrlen(client *c)
 {
-	if (hash_lookup(c, hstrlen_body, NULL) == 0)
+	if (hash_lookup_hint(c, hstrlen_body, NULL, &hint_fields) == 0)
 		reply_int(c, 0);
 }
 
@@ -692,6 +714,7 @@ struct hscan_ctx {
 	size_t plen;
 	bool use_pat;
 	const char *err;           /* an option error, replied once the key is found (Redis's order) */
+	const coll_hint *hint;     /* a large hash's buckets (note 10): hint->next is the cursor */
 };
 
 static bool hscan_match(const struct hscan_ctx *x, const uint8_t *f)
@@ -714,7 +737,9 @@ static void hscan_body(client *c, const coll_view *v, void *arg)
 		reply_error(c, x->err);
 		return;
 	}
-	if (v->enc != CENC_LISTPACK) {   /* by position (note 5) */
+	if (v->large) {                  /* whole buckets (note 10) */
+		next = x->hint->next;
+	} else if (v->enc != CENC_LISTPACK) {   /* by position (note 5) */
 		from = x->cursor < n ? x->cursor : n;
 		to = n - from > (unsigned long long)x->count ? from + (unsigned long long)x->count : n;
 		next = to < n ? to : 0;
@@ -757,7 +782,9 @@ void cmd_hscan(client *c)
 		return;
 	}
 	hscan_opts(c, &x);
-	if (hash_lookup(c, hscan_body, &x) != 0)
+	coll_hint h = { .mode = COLL_HINT_SCAN, .cursor = x.cursor, .count = x.count };
+	x.hint = &h;
+	if (hash_lookup_hint(c, hscan_body, &x, &h) != 0)
 		return;
 	resp_write_array_len(&c->out, 2);   /* Redis's shared.emptyscan */
 	reply_bulk(c, cbuf, spw_fmt_ll(cbuf, 0));
