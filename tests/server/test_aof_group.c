@@ -26,44 +26,7 @@
 
 #include "server/aof.h"
 
-typedef struct fixture {
-	char dir[64];
-} fixture;
-
-static int setup(void **state)
-{
-	fixture *f = calloc(1, sizeof(*f));
-	snprintf(f->dir, sizeof(f->dir), "/tmp/spw_test_aofg_XXXXXX");
-	if (!mkdtemp(f->dir)) return -1;
-	*state = f;
-	return 0;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)flag; (void)ftw;
-	return remove(path);
-}
-
-static int teardown(void **state)
-{
-	fixture *f = *state;
-	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	free(f);
-	return 0;
-}
-
-static void file_path(char *out, size_t cap, const char *dir, uint64_t gen, int worker)
-{
-	snprintf(out, cap, "%s/%s/spillway.%llu.%d.aof", dir, AOF_DIR_NAME, (unsigned long long)gen,
-	         worker);
-}
-
-static off_t file_size(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? st.st_size : -1;
-}
+#include "tests/server/aof_fixture.h"
 
 /* The bytes a record takes in the file (aof.h: a 16-byte header, 32 fixed payload bytes). */
 static off_t rec_bytes(size_t klen, size_t vlen)
