@@ -257,7 +257,11 @@ static void group_part_publish(group_run *g, size_t i, uint64_t a)
 	uint64_t prev = atomic_load_explicit(&r->info, memory_order_relaxed) & REC_PREV_MASK, cold = 0, oinfo;
 	log_rec *o;
 	uint64_t oa = prev ? log_chain_find(l, prev, load_acq(&l->begin), &p->key, &o, &oinfo, &cold) : 0;
-	if (oa && !(rec_wait_valid(o, oinfo) & REC_TOMBSTONE))
+	/* A version in our own span (the group names this part twice) becomes valid only at the end:
+	 * its info word already says whether it is a tombstone. */
+	if (oa && oa < g->span)
+		oinfo = rec_wait_valid(o, oinfo);
+	if (oa && !(oinfo & REC_TOMBSTONE))
 		log_garbage_add(s, oa, (int64_t)rec_size(o, oinfo));
 	if (p->del)
 		log_garbage_add(s, a, (int64_t)group_part_size(p));

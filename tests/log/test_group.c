@@ -709,6 +709,32 @@ static void test_groups_racing_on_one_head_lose_no_update(void **state)
 	              (unsigned long long)info_of(f->l).retries);
 }
 
+/* A group that names one part twice (the same internal key in two of its parts): the later one is
+ * the part's value. Its publish walks to the earlier one, which is the group's own record, not valid
+ * until the group ends: waiting for it there would wait forever. */
+static void test_group_naming_a_part_twice_keeps_the_later_value(void **state)
+{
+	gf *f = gf_open(state, false, 64 * PAGE, 50);
+	grp g;
+	grp_init(&g, "h", 3, 40);
+	g.parts[2].key = g.parts[0].key;   /* part 2 rewrites part 0 */
+	assert_int_equal(grp_run(f, &g), HLOG_OK);
+	got x;
+	assert_int_equal(gf_read(f, &g.parts[0].key, &x), HLOG_OK);
+	assert_int_equal(x.len, 40);
+	assert_memory_equal(x.v, g.pvals[2], 40);
+	assert_int_equal(gf_read(f, &g.parts[1].key, &x), HLOG_OK);
+	assert_memory_equal(x.v, g.pvals[1], 40);
+	assert_int_equal(hlog_key_count(f->l), 1);
+	/* Again, the second time over an older version, and with the later one a tombstone. */
+	g.parts[2].del = true;
+	assert_int_equal(grp_run(f, &g), HLOG_OK);
+	assert_int_equal(gf_read(f, &g.parts[0].key, &x), HLOG_NOTFOUND);
+	visit_cnt c = { 0 };
+	hlog_records_visit(f->l, visit_fn, &c);
+	assert_int_equal(c.part_valid, 6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -724,6 +750,7 @@ int main(void)
 		                          gf_teardown),
 		cmocka_unit_test_teardown(test_group_over_several_pages_goes_to_the_device_and_back, gf_teardown),
 		cmocka_unit_test_teardown(test_groups_racing_on_one_head_lose_no_update, gf_teardown),
+		cmocka_unit_test_teardown(test_group_naming_a_part_twice_keeps_the_later_value, gf_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
