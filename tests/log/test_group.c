@@ -735,6 +735,64 @@ static void test_group_naming_a_part_twice_keeps_the_later_value(void **state)
 	assert_int_equal(c.part_valid, 6);
 }
 
+/* A part's index entry cleared between its publish's lookup and its CAS (a fresh entry, tag|0, is
+ * what hidx_clear_below takes when compaction or a FLUSHALL moves Begin): the failed CAS hands back
+ * a word of no key (0, or another key's reuse of the slot), so the publish must look the entry up
+ * again rather than retry the CAS on that word. A thread clears the fresh entries (below address
+ * 1: nothing published) while groups write new parts; every part reads back. */
+#define CLEAR_GROUPS 3000
+#define CLEAR_PARTS 4
+typedef struct clearer { hlog *l; atomic_bool stop; uint64_t runs; } clearer;
+
+static void *clear_thread(void *arg)
+{
+	clearer *c = arg;
+	while (!atomic_load(&c->stop)) {
+		hidx_clear_below(c->l->idx, 1);
+		c->runs++;
+	}
+	return NULL;
+}
+
+static void test_group_parts_survive_their_fresh_entries_being_cleared(void **state)
+{
+	gf *f = gf_open(state, false, 1024 * PAGE, 50);
+	clearer c = { .l = f->l };
+	atomic_init(&c.stop, false);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, clear_thread, &c), 0);
+	hlog_key head;
+	hlog_key_init(&head, "ctr", 3);
+	static char keys[CLEAR_GROUPS][CLEAR_PARTS][16];
+	for (int i = 0; i < CLEAR_GROUPS; i++) {
+		hlog_group_part parts[CLEAR_PARTS];
+		for (int j = 0; j < CLEAR_PARTS; j++) {
+			int n = snprintf(keys[i][j], sizeof(keys[i][j]), "c%d|%d", i, j);
+			parts[j] = (hlog_group_part){ .val = keys[i][j], .len = (size_t)n };
+			hlog_key_init_internal(&parts[j].key, keys[i][j], (size_t)n);
+		}
+		incr_ctx ic = { .delta = 1, .expire_ms = HLOG_NO_EXPIRY };
+		assert_int_equal(hlog_group_rmw(f->s, &head, &incr_ops, &ic, parts, CLEAR_PARTS), HLOG_OK);
+		if (i % 16 == 0)
+			hlog_session_refresh(f->s);
+	}
+	atomic_store(&c.stop, true);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	int lost = 0;
+	for (int i = 0; i < CLEAR_GROUPS; i++)
+		for (int j = 0; j < CLEAR_PARTS; j++) {
+			hlog_key k;
+			hlog_key_init_internal(&k, keys[i][j], strlen(keys[i][j]));
+			got x;
+			if (gf_read(f, &k, &x) != HLOG_OK || x.len != strlen(keys[i][j]) ||
+			    memcmp(x.v, keys[i][j], x.len) != 0)
+				lost++;
+		}
+	print_message("clears: %llu, parts lost: %d\n", (unsigned long long)c.runs, lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(read_counter(f->s, &head), CLEAR_GROUPS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -751,6 +809,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_over_several_pages_goes_to_the_device_and_back, gf_teardown),
 		cmocka_unit_test_teardown(test_groups_racing_on_one_head_lose_no_update, gf_teardown),
 		cmocka_unit_test_teardown(test_group_naming_a_part_twice_keeps_the_later_value, gf_teardown),
+		cmocka_unit_test_teardown(test_group_parts_survive_their_fresh_entries_being_cleared, gf_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
