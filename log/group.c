@@ -33,7 +33,8 @@
  *     (garbage, never reachable), and the loop replans from the new value and reserves again.
  *     Once the head's CAS won, each part is published by a CAS on its own index entry, its
  *     previous-address field set from the word it expects; a failed part CAS refreshes the word and
- *     tries again. That may only lose to compaction's conditional copy of an older version (parts
+ *     tries again, or looks the entry up again when the word is no longer its key's (a clear took
+ *     the entry: a fresh one, tag|0, is below any Begin). That may only lose to compaction's conditional copy of an older version (parts
  *     are written only under the collection's exclusive latch), and the copy, once overtaken, is
  *     garbage like any superseded version. For the same reason an old version of a part needs no
  *     seal: no in-place writer can be on it. The head and the parts become valid only after every
@@ -241,23 +242,37 @@ static void group_part_publish(group_run *g, size_t i, uint64_t a)
 	uint64_t info = rec_type_bits(HLOG_T_PART) | (p->del ? REC_TOMBSTONE : 0);
 	hidx_slot slot;
 	unsigned spins = 0;
-	while (hidx_entry_find_or_create(l->idx, p->key.hash, &slot) != 0) {
-		/* Created before the span (note 2): gone only by a FLUSHALL's clear, which left the whole
-		 * group below Begin (invisible: nothing to publish). */
-		if (g->span < load_acq(&l->begin))
-			return;
-		log_spin(&spins);
-	}
-	for (;;) {
-		atomic_store_explicit(&r->info, hidx_slot_addr(&slot) | info | REC_SEALED, memory_order_relaxed);
-		if (hidx_slot_cas(&slot, a))
-			break;
-		log_spin(&spins);   /* lost to compaction's copy (note 3): slot.word is fresh */
+	for (bool done = false; !done; ) {
+		while (hidx_entry_find_or_create(l->idx, p->key.hash, &slot) != 0) {
+			/* Created before the span (note 2): gone only by a FLUSHALL's clear, which left the
+			 * whole group below Begin (invisible: nothing to publish). */
+			if (g->span < load_acq(&l->begin))
+				return;
+			log_spin(&spins);
+		}
+		uint64_t tag = slot.word & ~HIDX_ADDR_MASK;
+		for (;;) {
+			atomic_store_explicit(&r->info, hidx_slot_addr(&slot) | info | REC_SEALED, memory_order_relaxed);
+			if ((done = hidx_slot_cas(&slot, a)))
+				break;
+			/* Lost to compaction's copy (note 3): slot.word is fresh. A word of another tag (or 0)
+			 * is a clear of the entry (a fresh one is tag|0, below any Begin) and maybe a reuse
+			 * of its slot: look the entry up again (index/hidx.c, "Publishing and clearing"). */
+			if ((slot.word & ~HIDX_ADDR_MASK) != tag)
+				break;
+			log_spin(&spins);
+		}
+		if (!done && g->span < load_acq(&l->begin))
+			return;   /* a FLUSHALL's clear: the group is invisible */
 	}
 	uint64_t prev = atomic_load_explicit(&r->info, memory_order_relaxed) & REC_PREV_MASK, cold = 0, oinfo;
 	log_rec *o;
 	uint64_t oa = prev ? log_chain_find(l, prev, load_acq(&l->begin), &p->key, &o, &oinfo, &cold) : 0;
-	if (oa && !(rec_wait_valid(o, oinfo) & REC_TOMBSTONE))
+	/* A version in our own span (the group names this part twice) becomes valid only at the end:
+	 * its info word already says whether it is a tombstone. */
+	if (oa && oa < g->span)
+		oinfo = rec_wait_valid(o, oinfo);
+	if (oa && !(oinfo & REC_TOMBSTONE))
 		log_garbage_add(s, oa, (int64_t)rec_size(o, oinfo));
 	if (p->del)
 		log_garbage_add(s, a, (int64_t)group_part_size(p));
