@@ -51,6 +51,8 @@ wait_pong "$sport" "$spid" || { cat "$work/s.log"; exit 1; }
 tck=$(getconf CLK_TCK)
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 now() { date +%s.%N; }
+# ratio A B [FMT]: A / B, "-" when B is 0.
+ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2fx}" 'BEGIN { if (b > 0) printf f, a / b; else printf "-" }'; }
 
 # The loader's protocol: HSET bh f:... v ... and SADD bs m:... ..., 1,000 fields or members each.
 awk -v n="$FIELDS" 'BEGIN {
@@ -69,7 +71,9 @@ for srv in $ORDER; do
 		{ cat "$work/load.$srv"; exit 1; }
 	grep -q "errors: 0," "$work/load.$srv" || { cat "$work/load.$srv"; exit 1; }
 	a=$(ticks "$pid") t1=$(now)
-	echo "load|$([ "$srv" = r ] && echo redis || echo spillway)|$FIELDS fields + $FIELDS members|$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f s", b - a }')|CPU $(awk -v d=$((a - b)) -v t="$tck" 'BEGIN { printf "%.2f s", d / t }')"
+	name=$([ "$srv" = r ] && echo redis || echo spillway)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f s", b - a }')
+	echo "load|$name|$FIELDS fields + $FIELDS members|$secs|CPU $(ratio $((a - b)) "$tck" "%.2f s")"
 	[ "$(redis-cli -h 127.0.0.1 -p "$port" HLEN bh)" = "$FIELDS" ] || { echo "HLEN bh is not $FIELDS" >&2; exit 1; }
 	[ "$(redis-cli -h 127.0.0.1 -p "$port" SCARD bs)" = "$FIELDS" ] || { echo "SCARD bs is not $FIELDS" >&2; exit 1; }
 done
@@ -96,7 +100,7 @@ for p in 16 1; do
 			if [ "$srv" = r ]; then read -r rr rc < <(run r "$rport" "$rpid" "$n" "$p" "$range" $cmd)
 			else read -r sr sc < <(run s "$sport" "$spid" "$n" "$p" "$range" $cmd); fi
 		done
-		echo "$cmd|$p|$sr|$rr|$(awk -v s="$sr" -v r="$rr" 'BEGIN { printf "%.3fx", s / r }')|$sc|$rc|$(awk -v s="$sc" -v r="$rc" 'BEGIN { printf (r > 0 ? "%.2fx" : "-"), s / r }')"
+		echo "$cmd|$p|$sr|$rr|$(ratio "$sr" "$rr" %.3fx)|$sc|$rc|$(ratio "$sc" "$rc")"
 	done
 done
 redis-cli -h 127.0.0.1 -p "$sport" INFO stats | tr -d '\r' | grep '^coll_' | tr '\n' ' '

@@ -165,6 +165,14 @@ class Model:
 		self.keys.pop(key, None)
 		pipe.delete(key)
 
+	def rename(self, pipe, key, to):
+		self.keys[to] = self.keys.pop(key)
+		pipe.rename(key, to)
+
+	def copy(self, pipe, key, to):
+		self.keys[to] = self.keys[key].copy()
+		pipe.copy(key, to)
+
 
 def flush(pipe):
 	"""Send what pipe holds (PIPE commands at a time); every reply must be a success."""
@@ -190,7 +198,9 @@ def build(r, m, prefix, nhash, nset, members):
 
 def churn(r, m, prefix, members):
 	"""Changes to every collection of prefix: new fields/members (more splits), overwrites, deletes
-	of some, one collection emptied member by member (its head goes), one DELeted whole."""
+	of some, one collection emptied member by member (its head goes), one DELeted whole, one
+	RENAMEd and one COPYed (both through the whole-read path: a small-layout record, ARCHITECTURE
+	"Large collections"), and a write to the renamed one (it converts again)."""
 	p = r.pipeline(transaction=False)
 	keys = sorted(k for k in m.keys if k.startswith(prefix + b":") and not isinstance(m.keys[k], bytes))
 	for n, k in enumerate(keys):
@@ -204,8 +214,14 @@ def churn(r, m, prefix, members):
 			flush(p)
 	flush(p)
 	big = [k for k in keys if k in m.keys and len(m.keys[k]) > 4]
-	gone, emptied = big[0], big[-1]
+	gone, renamed, copied, emptied = big[0], big[1], big[2], big[-1]
 	m.delete(p, gone)
+	m.rename(p, renamed, prefix + b":renamed")
+	m.copy(p, copied, prefix + b":copied")
+	if isinstance(m.keys[prefix + b":renamed"], dict):
+		m.hset(p, prefix + b":renamed", [b"after-rename"])
+	else:
+		m.sadd(p, prefix + b":renamed", [b"after-rename"])
 	coll = m.keys[emptied]
 	items = sorted(coll)
 	for i in range(0, len(items), BATCH):
@@ -268,6 +284,9 @@ class Base(unittest.TestCase):
 		self.assertEqual(r.object("encoding", prefix + b":h0"), b"hashtable")
 		self.assertEqual(r.object("encoding", prefix + b":s0"), b"hashtable")
 		self.assertEqual(r.object("encoding", prefix + b":ssmall"), b"intset")
+		h0 = m.keys[prefix + b":h0"]
+		self.assertGreaterEqual(r.memory_usage(prefix + b":h0"), sum(len(f) + len(v) for f, v in h0.items()),
+		                        "MEMORY USAGE of a large hash counts its parts")
 
 	def recovered(self, r, m):
 		"""After a restart: the model's keys, read as parts (note 4)."""
