@@ -5,7 +5,7 @@ checkpoint at SHUTDOWN with the AOF on; a SIGKILL after a SAVE, so that the AOF 
 written since), and what compaction does with the parts of deleted large collections (drops them,
 keeps the others whole).
 
-Run: coll_large.py [Durability|Compaction] (unittest's selection; ctest runs each class as its own
+Run: coll_large.py [Option|Durability|Compaction] (unittest's selection; ctest runs each class as its own
 test). Environment: SPW_BIN (the folder of spillway-server, as ctest sets it).
 
 Notes:
@@ -354,6 +354,59 @@ class Durability(Base):
 
 	def test_a_sigkill_after_a_save_replays_the_groups_from_the_aof_with_a_storage_tier(self):
 		self.sigkill_replay(TIER)
+
+
+class Option(Base):
+	def test_coll_record_max_decides_which_hashtable_collections_become_large(self):
+		"""The option (ARCHITECTURE "Large collections"): CONFIG GET/SET within 128..65536; a
+		hashtable-encoded hash or set converts once its payload passes it (lowered at run time: on
+		its next write), a listpack hash or an intset never, whatever its bytes; a large one
+		stays large while members remain, and goes when emptied."""
+		st = self.store(MEMORY)
+		st.flags = [f for f in st.flags if f not in ("--coll-record-max", "128")]
+		r = st.start()
+		self.assertEqual(r.config_get("coll-record-max"), {b"coll-record-max": b"4096"})
+		for bad in ("127", "65537", "x"):
+			with self.assertRaises(redis.exceptions.ResponseError, msg=bad):
+				r.config_set("coll-record-max", bad)
+		m = Model(4)
+		p = r.pipeline(transaction=False)
+		m.hset(p, b"mid", [b"field:%d" % i for i in range(30)])   # hashtable, at most 3.2 KB: small
+		m.sadd(p, b"mids", [m.member(i) for i in range(30)])
+		p.hset(b"lp", mapping={b"a": b"x" * 60, b"b": b"y" * 60, b"c": b"z" * 60})   # listpack
+		m.keys[b"lp"] = {b"a": b"x" * 60, b"b": b"y" * 60, b"c": b"z" * 60}
+		m.sadd(p, b"ints", [b"1000000000000", b"-2000000000000", b"3", b"4"])      # intset
+		flush(p)
+		conv = info(r, "coll_large_conversions")
+		self.assertEqual(r.object("encoding", b"mid"), b"hashtable")
+		self.assertEqual(r.object("encoding", b"lp"), b"listpack")
+		self.assertEqual(r.object("encoding", b"ints"), b"intset")
+		self.assertTrue(r.config_set("coll-record-max", "128"))
+		self.assertEqual(r.config_get("coll-record-max"), {b"coll-record-max": b"128"})
+		self.assertEqual(info(r, "coll_large_conversions"), conv, "CONFIG SET converts nothing itself")
+		p.hset(b"lp", b"a", b"w" * 60)   # no longer than hash-max-listpack-value: still a listpack
+		m.keys[b"lp"][b"a"] = b"w" * 60
+		m.srem(p, b"ints", [b"3"])
+		m.sadd(p, b"ints", [b"7"])   # still 4 members: an intset
+		flush(p)
+		self.assertEqual(info(r, "coll_large_conversions"), conv, "a listpack hash and an intset stay small")
+		m.hset(p, b"mid", [b"field:1"])
+		m.sadd(p, b"mids", [b"one-more"])
+		flush(p)
+		self.assertEqual(info(r, "coll_large_conversions"), conv + 2, "the next write converts them")
+		check(self, r, m)
+		self.assertTrue(r.config_set("coll-record-max", "65536"))
+		m.hset(p, b"mid", [b"field:%d" % i for i in range(60, 80)])
+		flush(p)
+		self.assertEqual(info(r, "coll_large_conversions"), conv + 2)
+		check(self, r, m)
+		m.hdel(p, b"mid", sorted(m.keys[b"mid"]))
+		m.srem(p, b"mids", sorted(m.keys[b"mids"]))
+		flush(p)
+		check(self, r, m)
+		self.assertEqual(r.exists(b"mid", b"mids"), 0)
+		self.assertEqual(st.shutdown(), 0)
+		self.done = True
 
 
 COMPACT = ["--threads", "2", "--storage-tier", "yes", "--device-type", "posix", "--memory", "4m", "--page",
