@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""coll_large.py - the large layout of hashes and sets (docs/ARCHITECTURE.md "Large collections")
+"""coll_large_persist.py - the large layout of hashes and sets (docs/ARCHITECTURE.md "Large collections")
 through real server processes and real files, with python3-redis: what restarts bring back (a
 checkpoint at SHUTDOWN with the AOF on; a SIGKILL after a SAVE, so that the AOF replays the groups
 written since), and what compaction does with the parts of deleted large collections (drops them,
 keeps the others whole).
 
-Run: coll_large.py [Option|Durability|Compaction] (unittest's selection; ctest runs each class as its own
+Run: coll_large_persist.py [Option|Durability|Compaction] (unittest's selection; ctest runs each class as its own
 test). Environment: SPW_BIN (the folder of spillway-server, as ctest sets it).
 
 Notes:
@@ -102,7 +102,7 @@ class Store:
 		if passed:
 			shutil.rmtree(self.data, ignore_errors=True)
 		else:
-			print("coll_large: the data folder is kept in %s" % self.data, flush=True)
+			print("coll_large_persist: the data folder is kept in %s" % self.data, flush=True)
 
 
 def info(r, name):
@@ -449,7 +449,7 @@ class Compaction(Base):
 		self.assertGrew(r, "compact_parts_dropped", dropped, "COMPACT over the parts of DELeted hashes")
 		self.assertGrew(r, "compaction_copied_records", copied, "COMPACT copies the live parts")
 		after = store_bytes(st.data)
-		print("coll_large: store %d KiB before COMPACT, %d KiB after" % (before >> 10, after >> 10),
+		print("coll_large_persist: store %d KiB before COMPACT, %d KiB after" % (before >> 10, after >> 10),
 		      flush=True)
 		self.assertLess(after, before, "COMPACT gave back the segments of the dead parts")
 		self.recovered(r, m)
