@@ -3,8 +3,8 @@
  * byte format (docs/ARCHITECTURE.md "Collections", "Small collections: one record"). The layer's
  * public header; coll/listpack.h and coll/intset.h are the formats.
  *
- *   +0  u8  type      COLL_HASH, COLL_LIST, COLL_SET, COLL_ZSET; bit 7 (COLL_LARGE) reserved for
- *                     the large layout (a head with parts), which no code writes yet
+ *   +0  u8  type      COLL_HASH, COLL_LIST, COLL_SET, COLL_ZSET; bit 7 (COLL_LARGE): a large
+ *                     head (below), which coll_parse refuses: callers test coll_is_large first
  *   +1  u8  enc       what OBJECT ENCODING answers (CENC_*), moved by Redis 7.0's rules
  *   +2  u8  flags     COLL_F_COUNT: a u32 entry count (little-endian) follows the payload, at
  *                     +8+used: a list keeps its length there once its listpack's count says
@@ -34,6 +34,22 @@ enum { COLL_HASH = 1, COLL_LIST = 2, COLL_SET = 3, COLL_ZSET = 4 };
 enum { CENC_LISTPACK = 1, CENC_INTSET = 2, CENC_QUICKLIST = 3, CENC_HASHTABLE = 4, CENC_SKIPLIST = 5 };
 
 #define COLL_HDR 8u
+/* The large layout's head (docs/ARCHITECTURE.md "Large collections"): the header with type |
+ * COLL_LARGE and used = 40, then (little-endian)
+ *   +8  u64 cid       the collection id: its parts' internal keys start with it (coll/bucket.h)
+ *   +16 u64 count     members (a hash's fields)
+ *   +24 u64 mbytes    bytes of its parts' values
+ *   +32 u8  level     linear hashing's i: a member goes to h mod 2^i, or to h mod 2^(i+1) when
+ *                     that is below the split pointer (h: XXH3 of the member seeded by cid)
+ *   +40 u64 split     the split pointer, below 2^level
+ * The members live in bucket parts, each a listpack of the small layout's entries. */
+#define COLL_LARGE_HDR 48u
+typedef struct coll_head {
+	int type, enc;
+	uint64_t cid, count, mbytes;
+	unsigned level;
+	uint64_t split;
+} coll_head;
 #define COLL_F_COUNT 0x01u
 #define COLL_COUNT_BYTES 4u
 
@@ -43,6 +59,8 @@ typedef struct coll_view {
 	const uint8_t *p;         /* the payload */
 	size_t used;
 	int64_t count;            /* the entry count after the payload (COLL_F_COUNT), or -1 */
+	const struct coll_head *large; /* a large collection's head (the payload: some or all of its
+	                                * buckets assembled, server/coll_large.c), or NULL */
 } coll_view;
 
 /* Parse a collection record's value. false when it is not one (too short, bad type or encoding,
@@ -60,12 +78,61 @@ static inline bool coll_parse(const uint8_t *v, size_t len, coll_view *out)
 	out->p = v + COLL_HDR;
 	out->used = used;
 	out->count = -1;
+	out->large = NULL;
 	if (v[2] & COLL_F_COUNT) {
 		if (len - COLL_HDR - used < COLL_COUNT_BYTES)
 			return false;
 		out->count = lp_u32(out->p + used);
 	}
 	return true;
+}
+
+static inline uint64_t coll_u64(const uint8_t *p)
+{
+	return (uint64_t)lp_u32(p) | (uint64_t)lp_u32(p + 4) << 32;
+}
+
+static inline void coll_u64_write(uint8_t *p, uint64_t v)
+{
+	lp_u32_write(p, (uint32_t)v);
+	lp_u32_write(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Whether a collection record's value is a large head (coll_large_parse reads it). */
+static inline bool coll_is_large(const uint8_t *v, size_t len)
+{
+	return len >= 1 && (v[0] & COLL_LARGE);
+}
+
+/* Parse a large head. false when it is not one (short, bad type, level past 63, split pointer
+ * at or past 2^level). */
+static inline bool coll_large_parse(const uint8_t *v, size_t len, coll_head *h)
+{
+	if (len < COLL_LARGE_HDR || !(v[0] & COLL_LARGE) || lp_u32(v + 4) < COLL_LARGE_HDR - COLL_HDR)
+		return false;
+	h->type = v[0] & ~COLL_LARGE;
+	h->enc = v[1];
+	h->cid = coll_u64(v + 8);
+	h->count = coll_u64(v + 16);
+	h->mbytes = coll_u64(v + 24);
+	h->level = v[32];
+	h->split = coll_u64(v + 40);
+	return h->type >= COLL_HASH && h->type <= COLL_ZSET && h->level < 63 &&
+	       h->split < (1ull << h->level);
+}
+
+/* Write h as a large head into dst (COLL_LARGE_HDR bytes). */
+static inline void coll_large_write(uint8_t *dst, const coll_head *h)
+{
+	memset(dst, 0, COLL_LARGE_HDR);
+	dst[0] = (uint8_t)(h->type | COLL_LARGE);
+	dst[1] = (uint8_t)h->enc;
+	lp_u32_write(dst + 4, COLL_LARGE_HDR - COLL_HDR);
+	coll_u64_write(dst + 8, h->cid);
+	coll_u64_write(dst + 16, h->count);
+	coll_u64_write(dst + 24, h->mbytes);
+	dst[32] = (uint8_t)h->level;
+	coll_u64_write(dst + 40, h->split);
 }
 
 static inline void coll_hdr_write(uint8_t *dst, int type, int enc, size_t used)

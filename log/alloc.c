@@ -92,6 +92,10 @@
  *     larger -> SPW_E_TOO_BIG. The turn notes the span per frame slot: span_first at its first
  *     page (FlushedUntil crosses the span in one step, so a record that starts below Head is on
  *     the device whole) and span_cont at the others (the page walker skips the continuation).
+ *     A group's span (group.c) is allocated the same way when it is larger than a page
+ *     (alloc_reserve_group), but without the marks: its records never cross a page end (group.c
+ *     lays fillers there), so each of its pages is an ordinary page to every walker, written and
+ *     evicted by itself.
  *
  *  6. Epoch (epoch.c). A session protects before a batch, refreshes between batches. Inside an
  *     operation the log refreshes only on restart paths, where it holds no lock and no pointer. The
@@ -548,7 +552,7 @@ static int alloc_evict_for(hlog *l, uint64_t need, uint64_t ro, bool wait)
  * note 5), right after the record, whose address is then *addr. Else the tail is restored to
  * (page, off) and SPW_E_LOG_FULL, SPW_E_STORE_ERROR, LOG_E_RETRY or LOG_E_WAIT (with *need, the
  * SafeHead the turn waits for) is returned. */
-static int alloc_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, uint64_t *addr,
+static int alloc_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, bool mark, uint64_t *addr,
 		uint64_t *need_out)
 {
 	uint64_t np = page + 1, last = np, mask = l->frame_slots - 1;
@@ -580,7 +584,7 @@ static int alloc_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, 
 	for (uint64_t p = np; p <= last; p++)
 		alloc_frame_use(l, p);
 	uint64_t end = (np << l->page_bits) + size;
-	if (last > np)
+	if (last > np && mark)
 		alloc_span_mark(l, np, size);   /* before anyone can write or walk its pages (note 5) */
 	uint64_t ro = last > l->mutable_pages ? (last - l->mutable_pages) << l->page_bits : 0;
 	if (l->dev && last + 3 > l->max_pages) {
@@ -598,7 +602,7 @@ static int alloc_page_turn(hlog *l, uint64_t page, uint64_t off, uint64_t size, 
 		/* The tail stays in page, but ReadOnly has moved (and may have passed page's start, for a
 		 * spanning record or the look-ahead above): the span marks go, and the fail path closes
 		 * the page if it is read-only now. */
-		for (uint64_t p = np; last > np && p <= last; p++)
+		for (uint64_t p = np; mark && last > np && p <= last; p++)
 			atomic_store(p == np ? &l->span_first[p & mask] : &l->span_cont[p & mask], 0);
 		rc = LOG_E_RETRY;
 		goto fail;
@@ -623,7 +627,7 @@ fail:
  * SPW_E_STORE_ERROR, LOG_E_RETRY or LOG_E_WAIT (*need set). The caller must write a record header
  * there before anything else. A session that turned a page claims the page writes that became due
  * (note 7): they go out with its next poll. */
-int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need)
+static int64_t alloc_reserve_at(hlog_session *s, uint64_t size, bool mark, uint64_t *need)
 {
 	hlog *l = s->l;
 	unsigned spins = 0;
@@ -636,7 +640,7 @@ int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need)
 			return (int64_t)((page << l->page_bits) + off);
 		if (off <= l->page_bytes) {
 			uint64_t addr = 0;
-			int rc = alloc_page_turn(l, page, off, size, &addr, need);
+			int rc = alloc_page_turn(l, page, off, size, mark, &addr, need);
 			if (rc < 0)
 				return rc;
 			if (l->dev)
@@ -652,6 +656,16 @@ int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need)
 			log_spin(&spins);
 		}
 	}
+}
+
+int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need)
+{
+	return alloc_reserve_at(s, size, true, need);
+}
+
+int64_t alloc_reserve_group(hlog_session *s, uint64_t size, uint64_t *need)
+{
+	return alloc_reserve_at(s, size, false, need);
 }
 
 /* ---------------- truncation (FLUSHALL, note 9) and maintenance ---------------- */

@@ -23,6 +23,9 @@ void alloc_close(hlog *l);
 /* Reserve size bytes at the tail (alloc.c note 4): the address, or SPW_E_LOG_FULL,
  * SPW_E_STORE_ERROR, LOG_E_RETRY or LOG_E_WAIT (*need: the SafeHead the page turn waits for). */
 int64_t alloc_reserve(hlog_session *s, uint64_t size, uint64_t *need /* out */);
+/* The same for a group's span (group.c): larger than a page, it starts a fresh page and covers
+ * whole pages as a spanning record does, but carries no span marks (alloc.c note 5). */
+int64_t alloc_reserve_group(hlog_session *s, uint64_t size, uint64_t *need /* out */);
 /* FLUSHALL's marker moves (alloc.c note 9): Begin to the tail, the index below it cleared, Head and
  * ReadOnly to Begin's page. Returns that Head, which alloc_truncate_release takes. */
 uint64_t alloc_truncate(hlog_session *s);

@@ -124,6 +124,7 @@ typedef struct cmp_park {
 	uint64_t src;
 	uint8_t *key;
 	uint32_t klen, kcap;
+	bool internal;                   /* a part's key (ops.c note 5) */
 } cmp_park;
 
 typedef struct cmp_run {
@@ -281,10 +282,14 @@ static void cmp_fail(cmp_run *c, uint64_t src, int rc)
 }
 
 /* One run of a relocation for park slot p (its op_ctx): true when it is done (or failed). */
-static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, const log_rec *rec)
+static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, bool internal,
+		const log_rec *rec)
 {
 	hlog_key k;
-	hlog_key_init(&k, key, klen);
+	if (internal)
+		hlog_key_init_internal(&k, key, klen);
+	else
+		hlog_key_init(&k, key, klen);
 	hlog_session_set_op(c->s, p);
 	int rc = log_relocate(c->s, &k, p->src, c->how, rec);
 	if (rc == HLOG_PENDING)
@@ -305,7 +310,7 @@ static void cmp_drain(cmp_run *c, int keep)
 		int before = c->nparked;
 		for (int i = 0; i < CMP_PARK; i++) {
 			cmp_park *p = &c->park[i];
-			if (p->used && cmp_try(c, p, p->key, p->klen, NULL)) {
+			if (p->used && cmp_try(c, p, p->key, p->klen, p->internal, NULL)) {
 				p->used = false;
 				c->nparked--;
 			}
@@ -330,7 +335,8 @@ static void cmp_drain(cmp_run *c, int keep)
 }
 
 /* Relocate the record at src (key, and with a device the record's bytes as read). */
-static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t klen, const log_rec *rec)
+static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t klen, bool internal,
+		const log_rec *rec)
 {
 	if (c->nparked == CMP_PARK)
 		cmp_drain(c, CMP_PARK - 1);
@@ -339,7 +345,7 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 		if (!c->park[i].used)
 			p = &c->park[i];
 	p->src = src;
-	if (cmp_try(c, p, key, klen, rec))
+	if (cmp_try(c, p, key, klen, internal, rec))
 		return;
 	if (p->kcap < klen) {
 		uint8_t *nk = realloc(p->key, klen);
@@ -354,6 +360,7 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 	if (klen)   /* the empty key: p->key may still be NULL */
 		memcpy(p->key, key, klen);
 	p->klen = klen;
+	p->internal = internal;
 	p->used = true;
 	c->nparked++;
 }
@@ -473,7 +480,7 @@ static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
 			if (spans && l->dev && !(rec = cmp_big(c, a, size)))
 				break;
 			uint64_t rinfo = atomic_load_explicit(&((log_rec *)rec)->info, memory_order_relaxed);
-			cmp_relocate(c, a, rec_key(rec, rinfo), rec->key_len, l->dev ? rec : NULL);
+			cmp_relocate(c, a, rec_key(rec, rinfo), rec->key_len, rec_internal(rinfo), l->dev ? rec : NULL);
 		}
 		a += size;
 	}

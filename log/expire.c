@@ -86,7 +86,7 @@ static bool expire_queue(expire_walk *w, const uint8_t *key, uint32_t klen)
 
 static bool key_equal(const log_rec *a, uint64_t ai, const log_rec *b, uint64_t bi)
 {
-	return a->key_len == b->key_len && memcmp(rec_key(a, ai), rec_key(b, bi), a->key_len) == 0;
+	return rec_same_key(a, ai, b, bi);   /* the namespace too (ops.c note 5) */
 }
 
 /* Whether r's key was met nearer the entry (note 1). seen holds the newest record of each distinct
@@ -154,7 +154,8 @@ static void expire_visit(void *ctx, uint64_t word)
 			} else {
 				overflow = true;
 			}
-			if (info & REC_HAS_EXPIRY)
+			/* A part never has an expiry (ops.c note 5): only user keys are sampled. */
+			if ((info & REC_HAS_EXPIRY) && !rec_internal(info))
 				expire_sample(w, r, info, a >= safe_ro);
 		}
 		a = prev;

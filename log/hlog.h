@@ -34,6 +34,7 @@ struct dev;
 
 typedef struct hlog hlog;
 typedef struct hlog_session hlog_session;
+typedef struct hlog_value hlog_value;   /* below */
 
 /* Positive "not an error" results. Errors are negative (-errno or SPW_E_*). */
 enum {
@@ -64,12 +65,31 @@ typedef struct hlog_config {
 	bool no_read_merge;       /* true: every record read is its own device request, as issued (no
 	                           * merging of neighbouring reads, no sharing of identical ones); for
 	                           * tests and measurements */
+	/* Whether a part (a record of type HLOG_T_PART that is its key's newest version) is still
+	 * reachable: 1 live (copied as any live record), 0 dead (dropped, counted as garbage),
+	 * HLOG_PENDING (a read the check made went to the device: the relocation parks and runs again
+	 * once it is in), or < 0 (an error: treated as live). Called from compaction's relocation with
+	 * compaction's own session s; NULL: every part is live. (compact.c note 8: s is protected, its
+	 * op_ctx is the relocation's, so the check's reads are served from its fetch cache when it runs
+	 * again; key and v are compaction's copies, valid for the call.) */
+	int (*part_live)(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
+	void *part_live_arg;
 } hlog_config;
 
+/*
+ * A key. A user key (hlog_key_init: what clients name) matches only records of type HLOG_T_STRING
+ * and HLOG_T_HEAD; an internal key (hlog_key_init_internal: a part of a large collection, named by
+ * the collection layer) only records of type HLOG_T_PART. Equal bytes in the two namespaces are
+ * two keys: chain walks skip the other namespace's records (same hash, same chains: the record
+ * type tells them apart, so neither the index nor the record format changes). Internal records
+ * never carry an expiry, never count as keys (DBSIZE, keys=, expires=) and are never reported by
+ * hlog_scan / hlog_scan_base / the expiry cycle.
+ */
 typedef struct hlog_key {
 	const void *ptr;
 	size_t len;
 	uint64_t hash;
+	bool internal;
 } hlog_key;
 
 static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
@@ -77,6 +97,15 @@ static inline void hlog_key_init(hlog_key *k, const void *p, size_t len)
 	k->ptr = p;
 	k->len = len;
 	k->hash = hidx_hash(p, len);
+	k->internal = false;
+}
+
+static inline void hlog_key_init_internal(hlog_key *k, const void *p, size_t len)
+{
+	k->ptr = p;
+	k->len = len;
+	k->hash = hidx_hash(p, len);
+	k->internal = true;
 }
 
 /* What a record holds (record.h's REC_TYPE bits, docs/ARCHITECTURE.md "Collections"): a string
@@ -90,6 +119,8 @@ typedef struct hlog_value {
 	size_t len;
 	int64_t expire_ms;        /* absolute unix ms, or HLOG_NO_EXPIRY */
 	uint8_t rtype;            /* HLOG_T_* */
+	uint64_t addr;            /* the logical address of the record the value came from (for a
+	                           * record read back from the device: its address there) */
 } hlog_value;
 
 int hlog_open(hlog **out, const hlog_config *cfg);
@@ -187,7 +218,9 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx);
  * leads to the device before the key is found in memory, the old record is read first (HLOG_PENDING),
  * one device read per overwrite of a cold key; a key whose index entry does not exist costs none. */
 int hlog_upsert(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms);
-/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. */
+/* The same with the new value's record type (HLOG_T_*): RESTORE and replays of collections. An
+ * internal key takes rtype HLOG_T_PART and no expiry, a user key any other type: else -EINVAL
+ * (the same for a plan of hlog_rmw that answers WRITE against its key's namespace). */
 int hlog_upsert_typed(hlog_session *s, const hlog_key *k, const void *val, size_t len, int64_t expire_ms,
                       uint8_t rtype);
 
@@ -209,7 +242,8 @@ typedef struct hlog_rmw_plan {
 	size_t new_len;
 	int64_t expire_ms;        /* for WRITE: expiry of the new value */
 	uint8_t rtype;            /* for WRITE: the new value's HLOG_T_*; the store sets the old value's
-	                           * (HLOG_T_STRING when absent) before plan, so a plan that keeps the
+	                           * (when absent: HLOG_T_STRING, HLOG_T_PART for an internal key)
+	                           * before plan, so a plan that keeps the
 	                           * value (EXPIRE) keeps its type, and one that changes the type says so */
 } hlog_rmw_plan;
 typedef struct hlog_rmw_ops {
@@ -217,6 +251,37 @@ typedef struct hlog_rmw_ops {
 	void (*fill)(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place);
 } hlog_rmw_ops;
 int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx);
+
+/*
+ * Groups (log/group.c): several records made visible together, head first, all in ONE reservation
+ * at the tail (a span: records back to back, a filler where a record would cross a page end), so
+ * that the group lies wholly on one side of a checkpoint's cut and any frame wait comes before
+ * anything is written.
+ */
+/* A part of a group: an internal key's new value (or tombstone). */
+typedef struct hlog_group_part {
+	hlog_key key;            /* hlog_key_init_internal */
+	const void *val;         /* rtype HLOG_T_PART, no expiry */
+	size_t len;
+	bool del;                /* a tombstone instead */
+} hlog_group_part;
+/* One hlog_rmw on the user key `head` (ops, ctx: as hlog_rmw; plan must answer WRITE or DELETE of
+ * a live value, or an error that aborts with nothing written: a plan that answers KEEP, or DELETE
+ * of an absent head, gets -EINVAL) plus nparts parts. The head is always written as a new record
+ * in the span (never in place); it is published first (its CAS, conditional like any rmw: a
+ * concurrent writer makes plan run again on the new value), then each part (CAS on its index
+ * entry, retried until it succeeds: parts are written only by holders of the collection's
+ * exclusive latch, and by compaction's conditional copies, which lose to us). Returns HLOG_OK;
+ * HLOG_PENDING (the head's old value must be read from the device, or no frame: NOTHING written,
+ * park and re-run as for hlog_rmw); plan's error (nothing written); -EINVAL (a user key among the
+ * parts, an internal head); SPW_E_TOO_BIG when the records need more than hlog_group_max_bytes or
+ * one of them more than a page; the other errors of hlog_rmw. The redo hook is called for every
+ * record in publish order with hlog_redo.group_more = true on all but the last. */
+int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *ops, void *ctx,
+                   const hlog_group_part *parts, size_t nparts);
+/* The most bytes (sum of hlog_record_bytes of its records) one group may take: several pages are
+ * fine, at most a quarter of the memory region and at most 64 MiB. */
+uint64_t hlog_group_max_bytes(hlog *l);
 
 /*
  * Key enumeration in index order (SCAN/KEYS/RANDOMKEY). Visits the index buckets [cursor, cursor+count)
@@ -379,7 +444,10 @@ typedef struct hlog_redo {
 	const void *val;          /* HLOG_REDO_SET only */
 	size_t vlen;
 	int64_t expire_ms;        /* HLOG_REDO_SET: absolute unix ms or HLOG_NO_EXPIRY */
-	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_* */
+	uint8_t rtype;            /* HLOG_REDO_SET: the value's HLOG_T_*; HLOG_REDO_DEL: HLOG_T_PART for
+	                           * an internal key's delete, else HLOG_T_STRING */
+	bool group_more;          /* more records of this group (hlog_group_rmw) follow on this session;
+	                           * false for every change outside a group and for a group's last */
 } hlog_redo;
 typedef void (*hlog_redo_fn)(void *arg, const hlog_redo *r);
 /* Set (fn non-NULL) or clear the session's redo hook. seqs are taken only while some session has

@@ -68,6 +68,14 @@
  *     update, upsert included, learns the old state: a blind upsert whose chain reaches the device
  *     before the key is found reads the old record first (the one read a plain SET pays, only for
  *     keys whose index entry already exists and leads to the device).
+ *
+ *  5. Internal keys (hlog.h, hlog_key). The namespace of a record is its type: HLOG_T_PART for
+ *     internal keys (a tombstone of one carries the type too), any other for user keys. Every key
+ *     match (log_chain_find, pending.c's fetches, scan.c, expire.c) compares the namespace with the
+ *     bytes (rec_key_is), so equal bytes of the two namespaces are two keys sharing one chain; a
+ *     write never moves a key across (a plan that would: -EINVAL). Parts are not keys: log_count
+ *     and the units' live counts leave them out, and they never carry an expiry (so a unit that
+ *     holds one is never dropped unread: it is a blocker, compact.c note 7).
  */
 
 #include <errno.h>
@@ -77,53 +85,15 @@
 
 #include "log/alloc_int.h"
 #include "log/hlog_int.h"
+#include "log/ops_int.h"
 #include "log/pending_int.h"
 
 /* Restart path of an operation that holds nothing: count it, let the epoch move, back off. */
-static void log_retry(hlog_session *s, unsigned *spins)
+void log_retry(hlog_session *s, unsigned *spins)
 {
 	ctr_add(&s->retries, 1);
 	epoch_refresh(s->l->ep, s->id);
 	log_spin(spins);
-}
-
-enum { ST_ABSENT, ST_TOMB, ST_EXPIRED, ST_LIVE };
-enum { OP_RMW, OP_UPSERT, OP_DELETE, OP_EXPIRE, OP_RELOCATE };
-
-typedef struct log_op {
-	int kind;
-	int how;                     /* OP_RELOCATE: LOG_RELOCATE_* */
-	uint64_t src;                /* OP_RELOCATE: the record compaction found */
-	const log_rec *src_rec;      /* OP_RELOCATE: its bytes as compaction read them, or NULL */
-	const hlog_rmw_ops *ops;     /* OP_RMW */
-	void *ctx;
-	const void *val;             /* OP_UPSERT */
-	size_t len;
-	int64_t expire_ms;
-	uint8_t rtype;               /* OP_UPSERT: the value's HLOG_T_* */
-} log_op;
-
-/* Walk the chain from addr (newest first) for key k. The address of the newest version of k in
- * memory (may be a tombstone, may not be published yet: see rec_wait_valid) with *out and *info_out
- * set, or 0: absent, or, with *cold set, the chain goes on below Head at *cold (note 2). */
-static inline uint64_t log_chain_find(hlog *l, uint64_t addr, uint64_t begin, const hlog_key *k,
-		log_rec **out, uint64_t *info_out, uint64_t *cold)
-{
-	while (addr >= begin) {
-		if (SPW_UNLIKELY(addr < load_acq(&l->head))) {
-			*cold = addr;
-			return 0;
-		}
-		log_rec *r = hlog_rec_at(l, addr);
-		uint64_t info = atomic_load_explicit(&r->info, memory_order_acquire);
-		if (r->key_len == k->len && memcmp(rec_key(r, info), k->ptr, k->len) == 0) {
-			*out = r;
-			*info_out = info;
-			return addr;
-		}
-		addr = info & REC_PREV_MASK;
-	}
-	return 0;
 }
 
 /* ---------------- read (notes 2 and 3) ---------------- */
@@ -147,7 +117,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			if (SPW_LIKELY(!cold))
 				return HLOG_NOTFOUND;
 			/* On the device: the fetched copy is private and immutable, no lock (pending.c note 1). */
-			int rc = pend_cold(s, k, cold, true, &r, &info, NULL);
+			int rc = pend_cold(s, k, cold, true, &r, &info, &a);
 			if (rc == PEND_ABSENT && load_acq(&l->begin) != b0) {
 				log_retry(s, &spins);   /* note 2: Begin moved under the walk */
 				continue;
@@ -178,7 +148,7 @@ int hlog_read(hlog_session *s, const hlog_key *k, hlog_read_fn fn, void *ctx)
 			log_update(s, k, &op);
 			return HLOG_NOTFOUND;
 		}
-		hlog_value v = rec_value(r, info);
+		hlog_value v = rec_value(r, info, a);
 		fn(ctx, &v);
 		if (locked)
 			rec_unlock_shared(r);
@@ -263,25 +233,19 @@ static void log_fill(const log_op *op, const hlog_value *old, uint8_t *dst, bool
 /* The redo hook (hlog.h, "durability"): the change just made to k, at addr, with its seq. For an
  * in-place change the caller holds the record's exclusive lock; for a new record it is published
  * (the CAS won) but not yet valid, so nobody else can change it while fn copies it (note 1). */
-static void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_key *k, bool wr,
-		const log_rec *r, uint64_t info, int64_t expire_ms)
+void log_redo(hlog_session *s, uint64_t seq, uint64_t addr, const hlog_key *k, bool wr,
+		const log_rec *r, uint64_t info, int64_t expire_ms, bool group_more)
 {
 	hlog_redo rd = {
 		.seq = seq, .addr = addr, .kind = wr ? HLOG_REDO_SET : HLOG_REDO_DEL,
 		.key = k->ptr, .klen = k->len,
 		.val = wr ? rec_val(r, info) : NULL, .vlen = wr ? r->val_len : 0,
 		.expire_ms = wr ? expire_ms : HLOG_NO_EXPIRY,
-		.rtype = wr ? rec_type(info) : HLOG_T_STRING,
+		/* A delete of a part says so: the replay needs the key's namespace. */
+		.rtype = wr ? rec_type(info) : k->internal ? HLOG_T_PART : HLOG_T_STRING,
+		.group_more = group_more,
 	};
 	s->redo(s->redo_arg, &rd);
-}
-
-/* A redo seq, taken only by sessions with a hook: under the record's lock (in place) or right
- * before the publishing CAS (a new record), so that one key's changes get increasing seqs in the
- * order they were applied (hlog.h). */
-static inline uint64_t log_redo_seq(hlog_session *s)
-{
-	return SPW_UNLIKELY(s->redo != NULL) ? atomic_fetch_add(&s->l->redo_seq, 1) : 0;
 }
 
 /* An in-place change's redo record: its seq, then Begin (both sequentially consistent); a record
@@ -292,37 +256,14 @@ static void log_redo_visible(hlog_session *s, uint64_t addr, const hlog_key *k, 
 {
 	uint64_t seq = log_redo_seq(s);
 	if (addr >= atomic_load(&s->l->begin))
-		log_redo(s, seq, addr, k, wr, r, info, expire_ms);
+		log_redo(s, seq, addr, k, wr, r, info, expire_ms, false);
 }
-
-/* One run of the update loop: what the lookup found and what the plan decided. */
-typedef struct log_upd {
-	hidx_slot slot;
-	bool have_slot;
-	log_rec *r;                  /* the newest version R (in memory or the fetched copy), or NULL */
-	uint64_t info;               /* R's info word (with REC_LOCK_X while mut) */
-	uint64_t a;                  /* R's address, 0 when the key is absent (for a fetched copy: the
-	                              * cold address the chain walk reached, which the CAS expects) */
-	uint64_t found;              /* R's own address (the fetched record's, for a fetched copy) */
-	bool mut;                    /* R is mutable and we hold its exclusive lock */
-	int st;                      /* ST_*: R's state */
-	hlog_value old;              /* R's value when it is live */
-	const hlog_value *oldp;      /* &old when R is live, else NULL */
-	hlog_rmw_plan plan;
-	int result;                  /* what the operation returns once done */
-	bool wr, new_exp;            /* the new version: a value (not a tombstone), with an expiry */
-	const hlog_key *key;         /* the operation's key (for the redo hook) */
-	uint64_t vlen, size;
-} log_upd;
-
-/* Step results of log_update's steps, besides what the operation returns (HLOG_* and errors). */
-enum { UPD_NEXT = 32, UPD_RESTART = 33 };
 
 /* Find the newest version R of k (note 3): in memory, or the fetched copy from the device. A
  * mutable R comes back locked exclusive (u->mut). UPD_NEXT; UPD_RESTART (fuzzy band, or R sealed:
  * nothing held); or what the operation returns (HLOG_NOTFOUND: no entry and nothing to write,
  * HLOG_PENDING, a device read's error). */
-static int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
 {
 	hlog *l = s->l;
 	bool writes = op->kind == OP_RMW || op->kind == OP_UPSERT;
@@ -400,7 +341,7 @@ static void log_relocate_plan(const log_op *op, log_upd *u)
 /* Classify R and decide what to write: u->st, u->old, u->plan, u->result and the new version's
  * size. UPD_NEXT when there is something to write; else what the operation returns (a plan's error,
  * SPW_E_TOO_BIG, or u->result when nothing changes), with R still locked: the caller unlocks. */
-static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
+int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op, log_upd *u)
 {
 	hlog *l = s->l;
 	log_rec *r = u->r;
@@ -409,9 +350,9 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 
 	u->st = !u->a ? ST_ABSENT : (info & REC_TOMBSTONE) ? ST_TOMB
 		: rec_expired(r, info, s->now_ms) ? ST_EXPIRED : ST_LIVE;
-	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY, HLOG_T_STRING };
+	u->old = (hlog_value){ NULL, 0, HLOG_NO_EXPIRY, k->internal ? HLOG_T_PART : HLOG_T_STRING, 0 };
 	if (u->st == ST_LIVE)
-		u->old = rec_value(r, info);
+		u->old = rec_value(r, info, u->found);
 	u->oldp = u->st == ST_LIVE ? &u->old : NULL;
 
 	u->plan = (hlog_rmw_plan){ HLOG_RMW_KEEP, 0, HLOG_NO_EXPIRY, u->old.rtype };
@@ -447,6 +388,10 @@ static int log_update_plan(hlog_session *s, const hlog_key *k, const log_op *op,
 		return u->result;
 
 	u->wr = u->plan.action == HLOG_RMW_WRITE;
+	/* Note 5: a value stays in its key's namespace, and an internal one has no expiry. */
+	if (u->wr && ((u->plan.rtype == HLOG_T_PART) != k->internal || u->plan.rtype > HLOG_T_PART ||
+	              (k->internal && u->plan.expire_ms != HLOG_NO_EXPIRY)))
+		return -EINVAL;
 	u->new_exp = u->wr && u->plan.expire_ms != HLOG_NO_EXPIRY;
 	u->vlen = u->wr ? u->plan.new_len : 0;
 	u->size = rec_size_of(k->len, u->vlen, u->new_exp);
@@ -466,8 +411,10 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 	if (!u->wr) {
 		info |= REC_TOMBSTONE;
 		log_garbage_add(s, u->a, rec_size(r, info));
-		log_ustat_live(s, u->a, -1);   /* R was counted (live or expired): it is not any more */
-		log_count(s, u->a, u->st, info, u->plan.action, false);
+		if (!u->key->internal) {
+			log_ustat_live(s, u->a, -1);   /* R was counted (live or expired): it is not any more */
+			log_count(s, u->a, u->st, info, u->plan.action, false);
+		}
 		ctr_add(&s->inplace_updates, 1);
 		if (SPW_UNLIKELY(s->redo != NULL))
 			log_redo_visible(s, u->a, u->key, false, r, info, HLOG_NO_EXPIRY);
@@ -480,13 +427,15 @@ static int log_update_in_place(hlog_session *s, const log_op *op, log_upd *u)
 		log_fill(op, u->oldp, rec_val(r, info), u->st == ST_LIVE);
 		if (u->st == ST_TOMB) {
 			log_garbage_add(s, u->a, -(int64_t)u->size);
-			log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
+			if (!u->key->internal)
+				log_ustat_live(s, u->a, 1);   /* revived: the key's newest version is R again */
 		}
 		/* Every value written in place is accounted (compact.c note 7): a new expiry raises the
 		 * unit's latest expiry, and a value without one (also one that revives a tombstone,
 		 * which counted as neither) keeps the unit from being dropped unread. */
 		log_ustat_write(s, u->a, u->size, true, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
-		log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
+		if (!u->key->internal)
+			log_count(s, u->a, u->st, info, u->plan.action, u->new_exp);
 		r->val_len = (uint32_t)u->vlen;
 		if (u->new_exp)
 			*(int64_t *)(r + 1) = u->plan.expire_ms;
@@ -558,7 +507,8 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	}
 	log_rec *n = hlog_rec_at(l, (uint64_t)na);
 	uint64_t ninfo = hidx_slot_addr(&u->slot) | (u->new_exp ? REC_HAS_EXPIRY : 0) |
-	                 (u->wr ? rec_type_bits(u->plan.rtype) : REC_TOMBSTONE);
+	                 (u->wr ? rec_type_bits(u->plan.rtype) : REC_TOMBSTONE) |
+	                 (!u->wr && k->internal ? rec_type_bits(HLOG_T_PART) : 0);   /* note 5 */
 	/* Sealed, not valid: unpublished (the frame is zero, so the info word is the first write). */
 	atomic_store_explicit(&n->info, ninfo | REC_SEALED, memory_order_relaxed);
 	n->key_len = (uint32_t)k->len;
@@ -578,23 +528,29 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 	}
 	/* seq first, then Begin (both sequentially consistent): see hlog_flush_all. */
 	if (SPW_UNLIKELY(s->redo != NULL) && (uint64_t)na >= atomic_load(&l->begin))
-		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
+		log_redo(s, seq, (uint64_t)na, k, u->wr, n, ninfo, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY,
+		         false);
 	atomic_store_explicit(&n->info, ninfo | REC_VALID, memory_order_release);
 	/* Seal the source only after the new version is valid, so that whoever locks it next and
 	 * sees the seal finds the new version by restarting. */
 	if (u->mut)
 		rec_unlock_excl(u->r, u->info | REC_SEALED);
+	log_update_published(s, k, op, u, (uint64_t)na);
+	return u->result;
+}
+
+void log_update_published(hlog_session *s, const hlog_key *k, const log_op *op, const log_upd *u, uint64_t na)
+{
 	/* A flush that overtook us made the new version invisible: it must not be counted. */
-	if ((uint64_t)na >= load_acq(&l->begin)) {
-		log_count(s, (uint64_t)na, u->st, u->info, u->plan.action, u->new_exp);
+	if (na >= load_acq(&s->l->begin) && !k->internal) {   /* note 5: parts are no keys */
+		log_count(s, na, u->st, u->info, u->plan.action, u->new_exp);
 		/* The same transition by unit (compact.c note 7): R's unit loses the key, na's gains it. */
 		if (u->found && (u->st == ST_LIVE || u->st == ST_EXPIRED))
 			log_ustat_live(s, u->found, -1);
 		if (u->wr)
-			log_ustat_live(s, (uint64_t)na, 1);
+			log_ustat_live(s, na, 1);
 	}
-	log_update_garbage(s, op, u, (uint64_t)na);
-	return u->result;
+	log_update_garbage(s, op, u, na);
 }
 
 /*

@@ -413,8 +413,8 @@ static void pend_fetch_step(hlog_session *s, pend_fetch *f)
 	bool scan = f->op == NULL;
 	uint64_t key_end = off + (uint64_t)(rec_key(r, info) - (const uint8_t *)r) + r->key_len;
 	bool key_in = f->valid >= key_end;
-	bool same = key_in && r->key_len == f->klen &&
-	            (f->klen == 0 || memcmp(rec_key(r, info), f->key, f->klen) == 0);   /* "" has no key pointer */
+	/* The same key: its namespace too (ops.c note 5); "" has no key pointer. */
+	bool same = key_in && rec_key_is(r, info, f->key, f->klen, f->internal);
 	if (scan || same || !key_in) {
 		if (f->valid < off + size) {
 			if (f->second || f->want >= off + size || s->t.closing) {
@@ -461,7 +461,7 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 	if (op) {
 		for (pend_fetch *f = op->fetches; f; f = f->next) {
 			if (f->start != addr || f->hash != k->hash || f->klen != k->len ||
-			    memcmp(f->key, k->ptr, k->len) != 0)
+			    f->internal != k->internal || (k->len && memcmp(f->key, k->ptr, k->len) != 0))
 				continue;
 			switch (f->state) {
 			case FETCH_READING:
@@ -511,6 +511,7 @@ int pend_cold(hlog_session *s, const hlog_key *k, uint64_t addr, bool queue, log
 	if (k->len)   /* the empty key: f->key may still be NULL */
 		memcpy(f->key, k->ptr, k->len);
 	f->klen = (uint32_t)k->len;
+	f->internal = k->internal;
 	f->hash = k->hash;
 	f->start = addr;
 	f->op = op;

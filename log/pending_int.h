@@ -23,6 +23,7 @@ struct pend_fetch {
 	uint64_t hash;
 	uint8_t *key;                /* a copy (the caller's buffer may move), kcap bytes */
 	uint32_t klen, kcap;
+	bool internal;               /* the key's namespace (ops.c note 5) */
 	uint64_t addr;               /* the record being read; the record found once FOUND */
 	uint64_t base;               /* device offset of buf[0] (sector-aligned) */
 	uint64_t want;               /* bytes asked from base */

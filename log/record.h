@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/spw.h"
 #include "log/hlog.h"
@@ -88,10 +89,30 @@ static inline uint64_t rec_type_bits(uint8_t rtype)
 	return ((uint64_t)rtype << REC_TYPE_SHIFT) & REC_TYPE_MASK;
 }
 
-/* The value a callback sees. */
-static inline hlog_value rec_value(const log_rec *r, uint64_t info)
+/* The value a callback sees: the record's, at address addr. */
+static inline hlog_value rec_value(const log_rec *r, uint64_t info, uint64_t addr)
 {
-	return (hlog_value){ rec_val(r, info), r->val_len, rec_expire_at(r, info), rec_type(info) };
+	return (hlog_value){ rec_val(r, info), r->val_len, rec_expire_at(r, info), rec_type(info), addr };
+}
+
+/* Whether the record is in the namespace of a key that is internal or not (hlog.h, hlog_key):
+ * internal keys own the HLOG_T_PART records (tombstones included), user keys all others. */
+static inline bool rec_internal(uint64_t info)
+{
+	return rec_type(info) == HLOG_T_PART;
+}
+
+/* Whether the record (header r, info) holds key k: the same namespace and the same bytes. */
+static inline bool rec_key_is(const log_rec *r, uint64_t info, const void *key, size_t klen, bool internal)
+{
+	return r->key_len == klen && rec_internal(info) == internal &&
+	       (klen == 0 || memcmp(rec_key(r, info), key, klen) == 0);
+}
+
+/* Whether two records hold the same key (namespace and bytes). */
+static inline bool rec_same_key(const log_rec *a, uint64_t ai, const log_rec *b, uint64_t bi)
+{
+	return rec_key_is(a, ai, rec_key(b, bi), b->key_len, rec_internal(bi));
 }
 
 static inline bool rec_expired(const log_rec *r, uint64_t info, int64_t now_ms)

@@ -27,6 +27,9 @@
  *     walks its buckets again (SCAN_BEGIN_ROUNDS at most), skipping the keys the first walk
  *     reported (their hashes, noted as it goes: one store per key).
  *
+ *  5. Internal keys (ops.c note 5): a part (a record of type HLOG_T_PART) is never reported, and
+ *     never hides a user key of the same bytes: the walks pass over it as over another key.
+ *
  *  3. hlog_records_visit is the page walker of the tests (compaction has its own, compact.c); recovery has
  *     its own, which also reads pages from the device (recover.c). REC_VERSION bits stay reserved:
  *     checkpoints need no version in the records (ckpt.c note 1).
@@ -182,6 +185,10 @@ static void scan_chain_add(hlog_session *s, uint64_t head, uint64_t cold)
 		log_rec *r = hlog_rec_at(l, b);
 		uint64_t info = atomic_load_explicit(&r->info, memory_order_acquire);
 		const uint8_t *key = rec_key(r, info);
+		if (rec_internal(info)) {
+			b = info & REC_PREV_MASK;   /* note 5: parts hide no user key */
+			continue;
+		}
 		if (!scan_seen_add(s, c, key, r->key_len, hidx_hash(key, r->key_len))) {
 			t->scan_err = -ENOMEM;
 			c->addr = 0;
@@ -200,7 +207,7 @@ static bool scan_hidden(hlog *l, uint64_t head, uint64_t a, const log_rec *r, ui
 	for (uint64_t b = head; b != a && b >= begin; ) {
 		log_rec *q = hlog_rec_at(l, b);
 		uint64_t qi = atomic_load_explicit(&q->info, memory_order_acquire);
-		if (q->key_len == r->key_len && memcmp(rec_key(q, qi), key, r->key_len) == 0)
+		if (rec_key_is(q, qi, key, r->key_len, rec_internal(info)))
 			return true;
 		b = qi & REC_PREV_MASK;
 	}
@@ -223,12 +230,12 @@ static void scan_visit(void *vctx, uint64_t word)
 		log_rec *r = hlog_rec_at(l, a);
 		uint64_t info = rec_wait_valid(r, atomic_load_explicit(&r->info, memory_order_acquire));
 		uint64_t prev = info & REC_PREV_MASK;
-		if (!scan_hidden(l, head, a, r, info, sc->begin)) {
+		if (!rec_internal(info) && !scan_hidden(l, head, a, r, info, sc->begin)) {
 			bool locked = a >= safe_ro;
 			if (locked)
 				info = rec_lock_shared(r, true);   /* note 1: a sealed version is reported */
 			if (!(info & REC_TOMBSTONE) && !rec_expired(r, info, sc->s->now_ms)) {
-				hlog_value v = rec_value(r, info);
+				hlog_value v = rec_value(r, info, a);
 				scan_report(sc, rec_key(r, info), r->key_len, &v);
 			}
 			if (locked)
@@ -308,12 +315,12 @@ static void scan_cold(scan_ctx *sc)
 			uint64_t info = atomic_load_explicit(&r->info, memory_order_relaxed);
 			const uint8_t *key = rec_key(r, info);
 			uint64_t hash = hidx_hash(key, r->key_len);
-			if (!scan_seen_has(s, c, key, r->key_len, hash)) {
+			if (!rec_internal(info) && !scan_seen_has(s, c, key, r->key_len, hash)) {
 				if (!scan_seen_add(s, c, key, r->key_len, hash) && !t->scan_err)
 					t->scan_err = -ENOMEM;
 				bool expired = rec_expired(r, info, s->now_ms);
 				if (!(info & REC_TOMBSTONE) && !expired) {
-					hlog_value v = rec_value(r, info);
+					hlog_value v = rec_value(r, info, f->addr);
 					scan_report(sc, key, r->key_len, &v);
 				}
 			}

@@ -136,11 +136,18 @@ int dump_build_store(hlog_session *s, const hlog_key *k, const dump_build *b, in
 typedef struct dump_ctx {
 	rdb_buf out;
 	int rc;
+	bool large;                /* a large head: dumped from its small record (coll_large_flat) */
+	int64_t expire_ms;
 } dump_ctx;
 
 static void dump_read(void *arg, const hlog_value *v)
 {
 	dump_ctx *d = arg;
+	if (v->rtype == HLOG_T_HEAD && coll_is_large(v->ptr, v->len)) {
+		d->large = true;
+		d->expire_ms = v->expire_ms;
+		return;
+	}
 	int kind = dump_record_kind(v);
 	const dump_type_ops *ops = kind < RDB_KINDS ? dump_types[kind] : NULL;
 	if (!ops || !ops->dump) {
@@ -158,6 +165,17 @@ void cmd_dump(client *c)
 	dump_ctx d = { .rc = 0 };
 	key_from_arg(&k, &c->argv[1]);
 	int rc = hlog_read(c->w->sess, &k, dump_read, &d);
+	for (int tries = 0; rc == HLOG_OK && d.large && tries < 64; tries++) {
+		hlog_value fv = { .expire_ms = d.expire_ms, .rtype = HLOG_T_HEAD };
+		d.large = false;
+		rc = coll_large_flat(c, &k, &fv.ptr, &fv.len);
+		if (rc == HLOG_OK)
+			dump_read(&d, &fv);
+		else if (rc == COLL_E_RESTART)
+			rc = hlog_read(c->w->sess, &k, dump_read, &d);
+	}
+	if (rc == COLL_E_RESTART || (rc == HLOG_OK && d.large))
+		rc = -EAGAIN;
 	if (rc == HLOG_NOTFOUND) {
 		count_lookup(c, false);
 		reply_null(c);

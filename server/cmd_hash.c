@@ -45,6 +45,10 @@
  *     a value replaced where it stands (in place and of the same encoded size: only its bytes
  *     written), a pair removed. Several pairs or fields in one command build the listpack in the
  *     edit buffer as note 4 says, since each change moves the offsets of the next.
+ * 10. A large hash (server/coll_large.c): HGET, HMGET, HEXISTS, HSTRLEN read the buckets of their
+ *     fields, HLEN the head's count; every write here is a point write on the buckets of its
+ *     fields; the rest (HGETALL, HKEYS, HVALS, HRANDFIELD, HSCAN) get the whole hash assembled in
+ *     bucket order. The code below sees a listpack either way.
  */
 #include "server/server_int.h"
 
@@ -99,10 +103,10 @@ static void hread_cb(void *ctx, const coll_view *view, const hlog_value *v)
 /* The lookup of a read command on argv[1], counted as lookupKeyRead (note 4): 1 when fn ran (and
  * replied), 0 when the key is missing (the caller replies), -1 when an error was replied or the
  * client parked. */
-static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
+static int hash_lookup_hint(client *c, hash_read_fn *fn, void *arg, const coll_hint *h)
 {
 	struct hread_ctx x = { c, fn, arg };
-	int rc = coll_read(c, &c->argv[1], COLL_HASH, hread_cb, &x);
+	int rc = coll_read_hint(c, &c->argv[1], COLL_HASH, h, hread_cb, &x);
 	if (rc == HLOG_PENDING) {
 		reply_pending(c);
 		return -1;
@@ -112,6 +116,15 @@ static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
 		return 0;
 	return reply_store_failed(c, rc) ? -1 : 1;
 }
+
+static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
+{
+	return hash_lookup_hint(c, fn, arg, NULL);
+}
+
+/* A large hash (note 10): the buckets of the fields argv[2..], or its count. */
+static const coll_hint hint_fields = { COLL_HINT_MEMBERS, 2, 1 };
+static const coll_hint hint_count = { COLL_HINT_COUNT, 0, 0 };
 
 /* Start an edit's fn: the current listpack (checked, note 8) or an empty one in the edit
  * buffer. */
@@ -139,10 +152,17 @@ static int hash_store(coll_edit *e, lp_buf *b, int enc)
 	return 0;
 }
 
+static int hdel_edit(coll_edit *e, const coll_view *cur);
+
 /* Run the edit fn (context arg) on argv[1]: true when it went through and the caller replies. */
 static bool hash_edit(client *c, int (*fn)(coll_edit *, const coll_view *), void *arg, bool create)
 {
 	coll_edit e = { .type = COLL_HASH, .create = create, .fn = fn, .arg = arg };
+	/* Every write here is a point write (note 10): its fields are argv[2], argv[4], ... for the
+	 * commands that take pairs or one field and a value, argv[2..] for HDEL. */
+	bool del = fn == hdel_edit;
+	e.hint_first = 2;
+	e.hint_step = del ? 1 : 2;
 	return !reply_store_failed(c, coll_rmw(c, &c->argv[1], &e));
 }
 
@@ -478,7 +498,7 @@ static void hget_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hget(client *c)
 {
-	if (hash_lookup(c, hget_body, NULL) == 0)
+	if (hash_lookup_hint(c, hget_body, NULL, &hint_fields) == 0)
 		reply_null(c);
 }
 
@@ -498,7 +518,7 @@ static void hmget_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hmget(client *c)
 {
-	if (hash_lookup(c, hmget_body, NULL) == 0)
+	if (hash_lookup_hint(c, hmget_body, NULL, &hint_fields) == 0)
 		hmget_body(c, NULL, NULL);
 }
 
@@ -511,7 +531,7 @@ static void hexists_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hexists(client *c)
 {
-	if (hash_lookup(c, hexists_body, NULL) == 0)
+	if (hash_lookup_hint(c, hexists_body, NULL, &hint_fields) == 0)
 		reply_int(c, 0);
 }
 
@@ -519,12 +539,12 @@ static void hlen_body(client *c, const coll_view *v, void *arg)
 {
 	const uint8_t *lp = v->p;
 	(void)arg;
-	reply_int(c, hash_lp_len(lp));
+	reply_int(c, v->large ? (long long)v->large->count : hash_lp_len(lp));
 }
 
 void cmd_hlen(client *c)
 {
-	if (hash_lookup(c, hlen_body, NULL) == 0)
+	if (hash_lookup_hint(c, hlen_body, NULL, &hint_count) == 0)
 		reply_int(c, 0);
 }
 
@@ -546,7 +566,7 @@ static void hstrlen_body(client *c, const coll_view *v, void *arg)
 
 void cmd_hstrlen(client *c)
 {
-	if (hash_lookup(c, hstrlen_body, NULL) == 0)
+	if (hash_lookup_hint(c, hstrlen_body, NULL, &hint_fields) == 0)
 		reply_int(c, 0);
 }
 

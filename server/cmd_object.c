@@ -17,7 +17,8 @@
  *     (the policy does not track it) and an error saying so otherwise, never an invented number.
  *  4. MEMORY USAGE is what the key costs here: its record in the log (header, expiry, key, value
  *     with its capacity, padding to 8) plus its index entry (8 bytes). SAMPLES is parsed as Redis
- *     does and changes nothing: nothing is sampled, the record size is exact.
+ *     does and changes nothing: nothing is sampled, the record size is exact. A large collection
+ *     (coll_large.c) costs its head's record plus the bytes of its parts' values (mbytes).
  */
 #include "server/server_int.h"
 
@@ -30,6 +31,7 @@ struct obj_read {
 	char enc[16];
 	long long refcount;
 	size_t bytes;              /* the value's length (MEMORY USAGE) */
+	uint64_t parts;            /* a large collection's part bytes (its head's mbytes) */
 	bool has_expiry;
 };
 
@@ -39,6 +41,7 @@ static void obj_read_fn(void *ctx, const struct coll_view *view, const hlog_valu
 	long long n;
 	bool is_int = v->len <= 20 && spw_parse_ll((const char *)v->ptr, v->len, &n);
 	o->bytes = v->len;
+	o->parts = view->large ? view->large->mbytes : 0;
 	o->has_expiry = v->expire_ms != HLOG_NO_EXPIRY;
 	o->refcount = 1;
 	if (view->type) {
@@ -56,7 +59,8 @@ static void obj_read_fn(void *ctx, const struct coll_view *view, const hlog_valu
 /* The key's value, or a nil reply (false) when it is absent or the read failed. */
 static bool obj_lookup(client *c, const resp_slice *key, struct obj_read *o)
 {
-	int rc = coll_read(c, key, 0, obj_read_fn, o);
+	static const coll_hint head = { COLL_HINT_HEAD, 0, 0 };   /* a large one: its head alone */
+	int rc = coll_read_hint(c, key, 0, &head, obj_read_fn, o);
 	if (reply_store_failed(c, rc))
 		return false;
 	if (rc == HLOG_NOTFOUND) {
@@ -158,6 +162,6 @@ void cmd_memory(client *c)
 	}
 	if (obj_lookup(c, &c->argv[2], &o)) {
 		uint64_t rec = hlog_record_bytes(c->argv[2].len, o.bytes, o.has_expiry);
-		reply_int(c, (long long)rec + 8);   /* + its index entry */
+		reply_int(c, (long long)(rec + o.parts) + 8);   /* + its index entry */
 	}
 }

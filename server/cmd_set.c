@@ -21,6 +21,10 @@
  *  5. Writes are one coll_rmw each, whose edit rebuilds the payload from the current one on every
  *     run (coll.c note 2); SPOP's random picks are redone on each run and only the last run's
  *     members (set_op.taken) are replied.
+ *  6. A large set (server/coll_large.c): SISMEMBER and SMISMEMBER read the buckets of their
+ *     members, SCARD the head's count, SADD and SREM are point writes on their members' buckets;
+ *     every other command reads (and SPOP, SMOVE rewrite) the whole set assembled in bucket
+ *     order. The code here sees a listpack either way.
  */
 #include "server/set_int.h"
 
@@ -87,10 +91,17 @@ void set_edit_out(coll_edit *e, struct set_op *o)
 	e->out_len = o->b.len;
 }
 
+static int sadd_fn(coll_edit *e, const coll_view *cur);
+static int srem_fn(coll_edit *e, const coll_view *cur);
+
 int set_rmw(client *c, const resp_slice *key, struct set_op *o, int (*fn)(coll_edit *, const coll_view *),
             bool create)
 {
 	coll_edit e = { .type = COLL_SET, .create = create, .fn = fn, .arg = o };
+	if (fn == sadd_fn || fn == srem_fn) {   /* point writes on a large set (note 6) */
+		e.hint_first = 2;
+		e.hint_step = 1;
+	}
 	int rc = coll_rmw(c, key, &e);
 	o->found = e.found;
 	return rc;
@@ -176,15 +187,19 @@ void cmd_srem(client *c) { set_count_edit(c, srem_fn, false); }
 
 /* ---------------- SCARD, SISMEMBER, SMISMEMBER, SMEMBERS ---------------- */
 
+/* A large set (note 6): the buckets of the members argv[2..]. */
+static const coll_hint set_hint_members = { COLL_HINT_MEMBERS, 2, 1 };
+
 static void scard_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 {
 	(void)hv;
-	reply_int(ctx, cset_card(v->enc, v->p));
+	reply_int(ctx, v->large ? (long long)v->large->count : cset_card(v->enc, v->p));
 }
 
 void cmd_scard(client *c)
 {
-	int rc = coll_read(c, &c->argv[1], COLL_SET, scard_cb, c);
+	static const coll_hint count = { COLL_HINT_COUNT, 0, 0 };
+	int rc = coll_read_hint(c, &c->argv[1], COLL_SET, &count, scard_cb, c);
 	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
 		reply_int(c, 0);
 }
@@ -198,7 +213,7 @@ static void sismember_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 
 void cmd_sismember(client *c)
 {
-	int rc = coll_read(c, &c->argv[1], COLL_SET, sismember_cb, c);
+	int rc = coll_read_hint(c, &c->argv[1], COLL_SET, &set_hint_members, sismember_cb, c);
 	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
 		reply_int(c, 0);
 }
@@ -214,7 +229,7 @@ static void smismember_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 
 void cmd_smismember(client *c)
 {
-	int rc = coll_read(c, &c->argv[1], COLL_SET, smismember_cb, c);
+	int rc = coll_read_hint(c, &c->argv[1], COLL_SET, &set_hint_members, smismember_cb, c);
 	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
 		smismember_cb(c, NULL, NULL);
 }

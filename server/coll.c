@@ -4,11 +4,11 @@
  * record type, the header (coll/coll.h) and the capacity rule are decided in one place.
  *
  * Design notes:
- *  1. Small layout only (docs/ARCHITECTURE.md "Collections"): a collection is one head record
- *     (HLOG_T_HEAD) whatever its size, so a change rewrites the record: in place when it is
- *     mutable and the rounded size is unchanged (coll_value_len keeps the length while the payload
- *     fits), else a copy at the tail. The large layout (parts under internal keys) is not built
- *     yet; until it is, a command on a collection of n members costs O(n) bytes moved.
+ *  1. The small layout (docs/ARCHITECTURE.md "Collections"): a collection is one head record
+ *     (HLOG_T_HEAD), so a change rewrites the record: in place when it is mutable and the rounded
+ *     size is unchanged (coll_value_len keeps the length while the payload fits), else a copy at
+ *     the tail. Lists, sorted sets, listpack hashes and intset sets stay small whatever their
+ *     size; a hashtable-encoded hash or set past coll-record-max becomes large (note 8).
  *  2. One command, one hlog_rmw: the edit runs inside plan, from the current value alone, and may
  *     run more than once (a concurrent writer won the race), so it builds its result afresh each
  *     time (into a buffer its caller owns) and records its reply's inputs in its own context, never
@@ -37,6 +37,11 @@
  *     and that one past it, and walk only a list written elsewhere (RESTORE), once: the next write
  *     stores the count. An edit that builds may leave e->count 0; coll_plan counts its output then
  *     (a walk only past 65534 entries, on a path that costs O(n) anyway).
+ *  8. The large layout (coll_large.c): a read or a plan that meets a large head hands the command
+ *     to coll_large.c (COLL_E_LARGE from plan: nothing written); so does a plan whose edit made a
+ *     hashtable-encoded hash or set payload over coll-record-max (COLL_E_CONVERT: the conversion
+ *     runs the edit again there). coll_large.c answers COLL_E_RESTART when the head changed under
+ *     it, and the command runs again from the top, at most COLL_TRIES times.
  */
 #include "server/server_int.h"
 
@@ -46,6 +51,10 @@
 
 #include "coll/coll.h"
 #include "coll/listpack.h"
+
+/* Runs of a command that met a concurrent change of a large head (COLL_E_RESTART) before it
+ * gives up with -EAGAIN. */
+#define COLL_TRIES 64
 
 static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
 
@@ -86,17 +95,21 @@ struct coll_read_ctx {
 	coll_read_fn fn;
 	void *ctx;
 	int rc;
+	bool large;               /* a large head: coll_large_read reads it (note 8) */
 };
 
 static void coll_read_cb(void *ctx, const hlog_value *v)
 {
 	struct coll_read_ctx *x = ctx;
-	coll_view view = { 0, 0, v->ptr, v->len, -1 };
+	coll_view view = { 0, 0, v->ptr, v->len, -1, NULL };
 	if (v->rtype == HLOG_T_STRING) {
 		if (x->type) {
 			x->rc = SPW_E_WRONGTYPE;
 			return;
 		}
+	} else if (v->rtype == HLOG_T_HEAD && coll_is_large(v->ptr, v->len)) {
+		x->large = true;
+		return;
 	} else if (v->rtype != HLOG_T_HEAD || !coll_parse(v->ptr, v->len, &view)) {
 		x->rc = SPW_E_CORRUPT;
 		return;
@@ -107,13 +120,28 @@ static void coll_read_cb(void *ctx, const hlog_value *v)
 	x->fn(x->ctx, &view, v);
 }
 
+int coll_read_hint(client *c, const resp_slice *key, int type, const coll_hint *h, coll_read_fn fn,
+                   void *ctx)
+{
+	hlog_key k;
+	int rc;
+	key_from_arg(&k, key);
+	for (int tries = 0; tries < COLL_TRIES; tries++) {
+		struct coll_read_ctx x = { type, fn, ctx, 0, false };
+		rc = hlog_read(c->w->sess, &k, coll_read_cb, &x);
+		if (rc == HLOG_OK && x.large)
+			rc = coll_large_read(c, &k, type, h, fn, ctx);
+		else if (rc == HLOG_OK && x.rc)
+			rc = x.rc;
+		if (rc != COLL_E_RESTART)
+			return rc;
+	}
+	return -EAGAIN;
+}
+
 int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void *ctx)
 {
-	struct coll_read_ctx x = { type, fn, ctx, 0 };
-	hlog_key k;
-	key_from_arg(&k, key);
-	int rc = hlog_read(c->w->sess, &k, coll_read_cb, &x);
-	return rc == HLOG_OK && x.rc ? x.rc : rc;
+	return coll_read_hint(c, key, type, NULL, fn, ctx);
 }
 
 /* ---------------- HSCAN, SSCAN, ZSCAN's options ---------------- */
@@ -176,6 +204,8 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 	if (old) {
 		if (old->rtype == HLOG_T_STRING)
 			return SPW_E_WRONGTYPE;
+		if (old->rtype == HLOG_T_HEAD && coll_is_large(old->ptr, old->len))
+			return COLL_E_LARGE;   /* note 8 */
 		if (old->rtype != HLOG_T_HEAD || !coll_parse(old->ptr, old->len, &view))
 			return SPW_E_CORRUPT;
 		if (view.type != e->type)
@@ -189,6 +219,8 @@ static int coll_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 		out->action = old ? HLOG_RMW_DELETE : HLOG_RMW_KEEP;
 	} else if (e->action == COLL_WRITE) {
 		size_t need = e->out_len;
+		if (coll_large_wanted(e->type, e->enc, need))
+			return COLL_E_CONVERT;   /* note 8 */
 		if (e->type == COLL_LIST) {   /* note 7 */
 			if (!e->count)
 				e->count = lp_count(e->out);
@@ -231,7 +263,17 @@ int coll_rmw(client *c, const resp_slice *key, coll_edit *e)
 	hlog_key k;
 	key_from_arg(&k, key);
 	e->c = c;
-	int rc = hlog_rmw(c->w->sess, &k, &coll_ops, e);
+	int rc = -EAGAIN;
+	for (int tries = 0; tries < COLL_TRIES; tries++) {
+		rc = hlog_rmw(c->w->sess, &k, &coll_ops, e);
+		if (rc == COLL_E_LARGE)
+			rc = coll_large_rmw(c, &k, e);
+		else if (rc == COLL_E_CONVERT)
+			rc = coll_large_convert(c, &k, e);
+		if (rc != COLL_E_RESTART)
+			break;
+		rc = -EAGAIN;
+	}
 	if (t_buf.cap > COLL_BUF_KEEP)
 		lp_buf_free(&t_buf);
 	return rc;

@@ -93,6 +93,8 @@ typedef struct spw_config {
 	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
 	/* Collection encodings (Redis 7.0's names and defaults), CONFIG SET-able: read them with
 	 * __atomic_load_n(..., __ATOMIC_RELAXED) (config.c note 6). */
+	uint64_t coll_record_max;           /* a hashtable-encoded hash or set whose payload passes this
+	                                     * many bytes becomes large (coll_large.c; 4096) */
 	uint64_t hash_max_listpack_entries; /* a hash with more fields leaves the listpack (512) */
 	uint64_t hash_max_listpack_value;   /* ... or with a longer field or value, in bytes (64) */
 	uint64_t set_max_intset_entries;    /* an integer set with more members leaves the intset (512) */
@@ -270,6 +272,11 @@ struct spw_command;
 	X(obl_closed,      SRV_CTR_STATS, "client_output_buffer_limit_disconnections", "clients closed for passing client-output-buffer-limit (Redis 7.2's name)") \
 	X(coll_patch_inplace, SRV_CTR_STATS, "coll_patches_in_place", "collection writes that changed only the bytes that differ, where the record lies (coll.c note 6)") \
 	X(coll_patch_copy, SRV_CTR_STATS, "coll_patches_copied", "collection writes patched while copying the old record once (coll.c note 6)") \
+	X(coll_large_conversions, SRV_CTR_STATS, "coll_large_conversions", "small collections that became large (coll_large.c note 6)") \
+	X(coll_bucket_splits, SRV_CTR_STATS, "coll_bucket_splits", "buckets of large collections split (coll_large.c note 5)") \
+	X(coll_part_reads, SRV_CTR_STATS, "coll_part_reads", "part records of large collections read by commands") \
+	X(coll_whole_reads, SRV_CTR_STATS, "coll_whole_reads", "commands that assembled a whole large collection (coll_large.c note 1)") \
+	X(coll_group_writes, SRV_CTR_STATS, "coll_group_writes", "hlog_group_rmw calls that succeeded (coll_large.c note 2)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -626,9 +633,21 @@ struct coll_view;
 /* Called with the collection (v: its record's value; for a string, when the read accepts any
  * type, view->type is 0 and view->p/used are the string). Runs under the record's shared lock. */
 typedef void (*coll_read_fn)(void *ctx, const struct coll_view *view, const hlog_value *v);
+/* What of a large collection a read needs (coll_large.c note 1): the whole collection, the
+ * buckets of its member arguments argv[first], argv[first + step], ... (a view of just those),
+ * its count (view->large->count, an empty payload), or its head alone (TYPE, OBJECT, MEMORY). */
+enum { COLL_HINT_WHOLE = 0, COLL_HINT_MEMBERS = 1, COLL_HINT_COUNT = 2, COLL_HINT_HEAD = 3 };
+typedef struct coll_hint {
+	int mode;
+	int first, step;
+} coll_hint;
 /* Read key as a collection of type (COLL_*), or of any type, strings included, when type is 0.
- * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error. */
+ * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error.
+ * A large collection is read whole (type 0: its head alone). */
 int coll_read(client *c, const resp_slice *key, int type, coll_read_fn fn, void *ctx);
+/* The same with a hint for a large collection (NULL: as coll_read). */
+int coll_read_hint(client *c, const resp_slice *key, int type, const coll_hint *h, coll_read_fn fn,
+                   void *ctx);
 /* HSCAN, SSCAN and ZSCAN's options after the cursor, as Redis's scanGenericCommand takes them for
  * a key (COUNT, MATCH; no TYPE): NULL, or the error to reply, which Redis replies only once the
  * key is found. count defaults to 10; pat is NULL for every member ("*" included). */
@@ -663,6 +682,10 @@ struct coll_edit {
 	void (*patch)(const void *arg, const uint8_t *old, uint8_t *dst, bool in_place);
 	const void *patch_arg;
 	uint32_t count;           /* a list's new length when fn knows it (0: coll.c counts) */
+	/* in: a point write names its members argv[hint_first], argv[hint_first + hint_step], ...
+	 * (coll_large.c note 2: fn then sees a large collection's buckets of those members only);
+	 * 0: fn sees the whole collection */
+	int hint_first, hint_step;
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;
@@ -679,6 +702,26 @@ int coll_buf_load(const struct coll_view *cur, struct lp_buf **out /* out */);
  * returns. A list's fn also sets e->count. */
 struct lp_edit;
 void coll_write_lp(coll_edit *e, int enc, const struct lp_edit *pe);
+
+/* coll_large.c: the large layout (coll_large.c notes). The codes below pass between coll.c and
+ * coll_large.c only: a large head met (COLL_E_LARGE), an edit whose result must become large
+ * (COLL_E_CONVERT), the command to run again from the top (COLL_E_RESTART). */
+#define COLL_E_LARGE (SPW_E_BASE - 60)
+#define COLL_E_CONVERT (SPW_E_BASE - 61)
+#define COLL_E_RESTART (SPW_E_BASE - 62)
+struct coll_head;
+int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint, coll_read_fn fn,
+                    void *ctx);
+int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e);
+int coll_large_convert(client *c, const hlog_key *k, coll_edit *e);
+/* Whether a payload of used bytes (type, enc) is written as a large collection. */
+bool coll_large_wanted(int type, int enc, size_t used);
+/* The large collection under k as a small record's value (RENAME, COPY, DUMP): *val valid until
+ * the thread's next call. HLOG_OK, HLOG_NOTFOUND, HLOG_PENDING, COLL_E_RESTART (no longer large:
+ * read it again) or an error. */
+int coll_large_flat(client *c, const hlog_key *k, const uint8_t **val, size_t *len);
+/* hlog_config.part_live (coll_large.c note 7). */
+int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 
 /* cmd_object.c */
 cmd_fn cmd_object, cmd_memory;

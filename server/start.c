@@ -540,6 +540,7 @@ static int server_store_open(void)
 		                                        the compactor, the expirer */
 		.dev = g_srv.dev,
 		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
+		.part_live = coll_part_live,   /* a large collection's parts (coll_large.c note 7) */
 	};
 	int rc = hlog_open(&g_srv.store, &hc);
 	if (rc < 0) {

@@ -1,0 +1,737 @@
+/*
+ * coll_large.c - the large layout of hashes and sets (docs/ARCHITECTURE.md "Large collections"):
+ * a head record under the user key (coll/coll.h coll_head) and bucket parts under internal keys
+ * (coll/bucket.h). server/coll.c stays the small path and hands a command here when it meets a
+ * large head (COLL_E_LARGE) or when its edit made a payload that must become large
+ * (COLL_E_CONVERT).
+ *
+ * Design notes:
+ *  1. Every command works unchanged: the read path hands the command's own small-layout code a
+ *     coll_view of a listpack assembled from buckets. A point command names its members (a
+ *     coll_hint: argv[first], argv[first + step], ...) and gets the listpack of just their
+ *     buckets, which holds every entry the command can see or change; HLEN and SCARD get the
+ *     head's count (view->large); every other command gets the whole collection (whole read:
+ *     every bucket prefetched in one wave, then assembled in bucket order).
+ *  2. A point write runs the command's edit on that sub-listpack, then routes the edit's output
+ *     back into the same buckets by hash (a new member's bucket is among them, since its
+ *     argument named it); the count moves by the entries the output gained or lost. A write that
+ *     leaves the count and every length as they were and changes one bucket is a plain upsert of
+ *     that bucket; anything else is one hlog_group_rmw: the new head (count, mbytes, level,
+ *     split) plus the changed buckets. A bucket emptied is deleted (an absent bucket reads empty).
+ *  3. The head plan of every write checks that the head is still the bytes this command read
+ *     (same cid, count, level, split pointer, mbytes), else it answers COLL_E_RESTART and the
+ *     command runs again from the top (coll.c's loop); it keeps the head's expiry. Writers of a
+ *     large collection hold its exclusive latch (coll/latch.h), readers the shared one, so only
+ *     commands that take no latch (DEL, EXPIRE, RENAME, SET) can change it meanwhile.
+ *  4. Latches are never held across a park: any HLOG_PENDING releases the latch and parks the
+ *     client; the re-run finds what was fetched in the session's fetch cache.
+ *  5. Linear hashing splits one bucket per write, the one at the split pointer, when a bucket the
+ *     write touched passes 2 x coll-record-max (the split bucket is read when the write did not
+ *     touch it). No merges in v1: a collection stays large until it is empty (then its head is
+ *     deleted; its parts are garbage for compaction: the part_live hook below says dead).
+ *  6. Whole writes (every command that is not a point write: SPOP, SMOVE, the STORE commands on
+ *     a large destination, HSET of many pairs is NOT one: it is a point write) run the edit on
+ *     the whole assembled payload and write the result afresh by the rule of a new collection:
+ *     a hashtable-encoded payload over coll-record-max becomes a large collection with a NEW cid
+ *     (the old parts die with the old head), anything else a small record. The conversion of a
+ *     small collection is the same path with the small record as the expected old head: the edit
+ *     runs again on a copy of it, under the latch, and the group's head plan checks that the
+ *     small record's bytes are unchanged.
+ *  7. A cid belongs to one user key for its life (RENAME, COPY, DUMP read a large collection
+ *     whole and write a small record: coll_large_flat), which is what makes liveness decidable
+ *     from the registry part: cid|R names the owner; a part is live iff the owner's head is large
+ *     with that cid (coll_part_live, compaction's hook).
+ */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "coll/bucket.h"
+#include "coll/coll.h"
+#include "coll/latch.h"
+#include "coll/listpack.h"
+
+static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
+
+#define RECORD_MAX ((size_t)__atomic_load_n(&g_cfg.coll_record_max, __ATOMIC_RELAXED))
+
+/* ---------------- per-thread buffers and ids ---------------- */
+
+/* old: the touched buckets' old values back to back; sub: their entries assembled; route: the
+ * new buckets; out: a patched edit's output; two: a split's halves; flat: a small record. */
+static __thread lp_buf t_old, t_sub, t_route, t_out, t_two, t_flat;
+static __thread uint64_t *t_bs;        /* touched bucket numbers */
+static __thread size_t *t_oo, *t_no;   /* their old / new offsets (n + 1) */
+static __thread hlog_group_part *t_parts;
+static __thread uint8_t (*t_keys)[COLL_BUCKET_KEY_BYTES];
+static __thread size_t t_cap;
+static __thread uint64_t t_rng;
+
+static int arrays_reserve(size_t n)
+{
+	if (n + 3 <= t_cap)
+		return 0;
+	size_t cap = (n + 3) * 2;
+	uint64_t *bs = realloc(t_bs, cap * sizeof(*bs));
+	if (bs)
+		t_bs = bs;
+	size_t *oo = realloc(t_oo, cap * sizeof(*oo));
+	if (oo)
+		t_oo = oo;
+	size_t *no = realloc(t_no, cap * sizeof(*no));
+	if (no)
+		t_no = no;
+	hlog_group_part *pp = realloc(t_parts, cap * sizeof(*pp));
+	if (pp)
+		t_parts = pp;
+	void *kk = realloc(t_keys, cap * sizeof(*t_keys));
+	if (kk)
+		t_keys = kk;
+	if (!bs || !oo || !no || !pp || !kk)
+		return -ENOMEM;
+	t_cap = cap;
+	return 0;
+}
+
+/* A new collection id: splitmix64 over a getrandom seed, never 0. */
+static uint64_t cid_new(void)
+{
+	if (!t_rng && getrandom(&t_rng, sizeof(t_rng), 0) != (ssize_t)sizeof(t_rng))
+		t_rng = (uint64_t)(uintptr_t)&t_rng ^ (uint64_t)spw_time_ms();
+	for (;;) {
+		uint64_t z = (t_rng += 0x9e3779b97f4a7c15ull);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		if (z)
+			return z;
+	}
+}
+
+static inline unsigned type_per(int type) { return type == COLL_HASH ? 2 : 1; }
+
+/* ---------------- reading the head and the buckets ---------------- */
+
+struct head_read {
+	bool large;
+	coll_head h;
+	uint8_t raw[COLL_LARGE_HDR];
+	hlog_value hv;             /* the head's value as read (ptr: raw) */
+	lp_buf *copy;              /* when set: the whole value copied there (a small record) */
+	int err;
+};
+
+static void head_read_cb(void *ctx, const hlog_value *v)
+{
+	struct head_read *hr = ctx;
+	hr->hv = *v;
+	hr->large = v->rtype == HLOG_T_HEAD && coll_is_large(v->ptr, v->len);
+	if (hr->large) {
+		if (!coll_large_parse(v->ptr, v->len, &hr->h)) {
+			hr->err = SPW_E_CORRUPT;
+			return;
+		}
+		memcpy(hr->raw, v->ptr, COLL_LARGE_HDR);
+		hr->hv.ptr = hr->raw;
+		hr->hv.len = COLL_LARGE_HDR;
+	} else if (hr->copy) {
+		if (lp_buf_reserve(hr->copy, v->len ? v->len : 1) < 0) {
+			hr->err = -ENOMEM;
+			return;
+		}
+		memcpy(hr->copy->p, v->ptr, v->len);
+		hr->copy->len = v->len;
+		hr->hv.ptr = hr->copy->p;
+	}
+}
+
+static int head_read(client *c, const hlog_key *k, struct head_read *hr)
+{
+	hr->err = 0;
+	hr->large = false;
+	int rc = hlog_read(c->w->sess, k, head_read_cb, hr);
+	return rc == HLOG_OK && hr->err ? hr->err : rc;
+}
+
+static void bucket_copy_cb(void *ctx, const hlog_value *v)
+{
+	lp_buf *b = ctx;
+	if (lp_buf_reserve(b, b->len + v->len) == 0) {
+		memcpy(b->p + b->len, v->ptr, v->len);
+		b->len += v->len;
+	}
+}
+
+/* Prefetch the n buckets in t_bs of cid in one wave, then copy their values into t_old (bucket j
+ * at t_oo[j] .. t_oo[j + 1]; an absent bucket is empty) and their entries into t_sub. HLOG_OK,
+ * HLOG_PENDING (nothing read: note 4) or an error. */
+static int buckets_load(client *c, uint64_t cid, size_t n)
+{
+	hlog_key k;
+	int rc;
+	bool pending = false;
+
+	for (size_t j = 0; j < n; j++) {
+		coll_bucket_key(t_keys[j], cid, t_bs[j]);
+		hlog_key_init_internal(&k, t_keys[j], COLL_BUCKET_KEY_BYTES);
+		rc = hlog_prefetch(c->w->sess, &k);
+		if (rc == HLOG_PENDING)
+			pending = true;
+		else if (rc < 0)
+			return rc;
+	}
+	if (pending)
+		return HLOG_PENDING;
+	t_old.len = 0;
+	if (coll_lp_asm_begin(&t_sub) < 0)
+		return -ENOMEM;
+	for (size_t j = 0; j < n; j++) {
+		t_oo[j] = t_old.len;
+		hlog_key_init_internal(&k, t_keys[j], COLL_BUCKET_KEY_BYTES);
+		rc = hlog_read(c->w->sess, &k, bucket_copy_cb, &t_old);
+		if (rc == HLOG_PENDING || rc < 0)
+			return rc;
+		if (rc == HLOG_OK && t_old.len - t_oo[j] < LP_EMPTY_BYTES)
+			return SPW_E_CORRUPT;
+		c->w->stats.coll_part_reads += rc == HLOG_OK;
+	}
+	t_oo[n] = t_old.len;
+	uint64_t entries = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (t_oo[j + 1] == t_oo[j])
+			continue;
+		entries += lp_count(t_old.p + t_oo[j]);
+		if ((rc = coll_lp_asm_add(&t_sub, t_old.p + t_oo[j], t_oo[j + 1] - t_oo[j])) < 0)
+			return rc;
+	}
+	coll_lp_asm_end(&t_sub, entries);
+	return HLOG_OK;
+}
+
+/* The buckets a command touches into t_bs: those of its member arguments (deduplicated), or all
+ * of them. The count, or an error. */
+static long buckets_pick(client *c, const coll_head *h, int first, int step)
+{
+	uint64_t nb = coll_bucket_count(h);
+	size_t n = 0;
+	if (first <= 0) {
+		if (arrays_reserve(nb) < 0)
+			return -ENOMEM;
+		for (uint64_t b = 0; b < nb; b++)
+			t_bs[n++] = b;
+		return (long)n;
+	}
+	if (arrays_reserve((size_t)c->argc) < 0)
+		return -ENOMEM;
+	for (int i = first; i < c->argc; i += step) {
+		uint64_t b = coll_bucket_of(h, coll_member_hash(h->cid, c->argv[i].ptr, c->argv[i].len));
+		size_t j = 0;
+		while (j < n && t_bs[j] != b)
+			j++;
+		if (j == n)
+			t_bs[n++] = b;
+	}
+	return (long)n;
+}
+
+/* ---------------- the head plan (note 3) ---------------- */
+
+struct head_plan {
+	const uint8_t *expect;     /* the head's bytes as read, NULL: the key was absent */
+	size_t expect_len;
+	const uint8_t *val;        /* the new head's value, NULL: delete the head */
+	size_t len;
+	bool drop_ttl;
+};
+
+static int head_plan_fn(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	struct head_plan *p = ctx;
+	if (p->expect ? !old || old->rtype != HLOG_T_HEAD || old->len < p->expect_len ||
+	                 memcmp(old->ptr, p->expect, p->expect_len) != 0
+	              : old != NULL)
+		return COLL_E_RESTART;
+	if (!p->val) {
+		out->action = HLOG_RMW_DELETE;
+		return 0;
+	}
+	out->action = HLOG_RMW_WRITE;
+	out->rtype = HLOG_T_HEAD;
+	out->new_len = p->len;
+	out->expire_ms = old && !p->drop_ttl ? old->expire_ms : HLOG_NO_EXPIRY;
+	return 0;
+}
+
+static void head_fill_fn(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	struct head_plan *p = ctx;
+	(void)old;
+	(void)in_place;
+	memcpy(dst, p->val, p->len);
+}
+
+static const hlog_rmw_ops head_ops = { head_plan_fn, head_fill_fn };
+
+/* Write the head (p) and nparts parts as one group (nparts 0: one hlog_rmw). */
+static int head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts)
+{
+	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &head_ops, p, t_parts, nparts)
+	                : hlog_rmw(c->w->sess, k, &head_ops, p);
+	if (rc == HLOG_OK && nparts)
+		c->w->stats.coll_group_writes++;
+	return rc;
+}
+
+static void part_set(size_t i, const uint8_t *key, size_t klen, const uint8_t *val, size_t len)
+{
+	hlog_key_init_internal(&t_parts[i].key, key, klen);
+	t_parts[i].val = len ? val : NULL;
+	t_parts[i].len = len;
+	t_parts[i].del = len == 0;
+}
+
+/* ---------------- reads (note 1) ---------------- */
+
+int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint, coll_read_fn fn,
+                    void *ctx)
+{
+	struct head_read hr = { .copy = NULL };
+	int rc, mode = hint ? hint->mode : COLL_HINT_WHOLE;
+	long n;
+
+	coll_latch_shared(k->hash);
+	if ((rc = head_read(c, k, &hr)) != HLOG_OK)
+		goto out;
+	if (!hr.large) {
+		rc = COLL_E_RESTART;
+		goto out;
+	}
+	if (type && hr.h.type != type) {
+		rc = SPW_E_WRONGTYPE;
+		goto out;
+	}
+	coll_view view = { hr.h.type, hr.h.enc, lp_empty, sizeof(lp_empty), -1, &hr.h };
+	if (mode == COLL_HINT_HEAD || mode == COLL_HINT_COUNT) {
+		fn(ctx, &view, &hr.hv);
+		goto out;
+	}
+	if ((n = buckets_pick(c, &hr.h, mode == COLL_HINT_MEMBERS ? hint->first : 0,
+	                      hint ? hint->step : 1)) < 0) {
+		rc = (int)n;
+		goto out;
+	}
+	if ((rc = buckets_load(c, hr.h.cid, (size_t)n)) != HLOG_OK)
+		goto out;
+	view.p = t_sub.p;
+	view.used = t_sub.len;
+	if (mode == COLL_HINT_WHOLE) {
+		view.count = (int64_t)hr.h.count * type_per(hr.h.type);
+		c->w->stats.coll_whole_reads++;
+	}
+	fn(ctx, &view, &hr.hv);
+out:
+	coll_latch_shared_release(k->hash);
+	return rc;
+}
+
+/* A small record's value (header and payload) of the large collection under k into t_flat, for
+ * RENAME, COPY and DUMP (note 7). HLOG_OK (*val, *len: valid until the thread's next call),
+ * HLOG_NOTFOUND, HLOG_PENDING or an error. */
+struct flat_ctx {
+	int rc;
+};
+
+static void flat_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	struct flat_ctx *f = ctx;
+	(void)hv;
+	size_t vlen = coll_value_len(v->used, 0);
+	if (lp_buf_reserve(&t_flat, vlen) < 0) {
+		f->rc = -ENOMEM;
+		return;
+	}
+	memset(t_flat.p, 0, vlen);
+	coll_hdr_write(t_flat.p, v->type, v->enc, v->used);
+	memcpy(t_flat.p + COLL_HDR, v->p, v->used);
+	t_flat.len = vlen;
+}
+
+int coll_large_flat(client *c, const hlog_key *k, const uint8_t **val, size_t *len)
+{
+	struct flat_ctx f = { 0 };
+	coll_hint h = { COLL_HINT_WHOLE, 0, 1 };
+	int rc;
+	rc = coll_large_read(c, k, 0, &h, flat_cb, &f);   /* COLL_E_RESTART: no longer large */
+	if (rc == HLOG_OK && f.rc)
+		rc = f.rc;
+	*val = t_flat.p;
+	*len = t_flat.len;
+	return rc;
+}
+
+/* ---------------- writes ---------------- */
+
+/* The edit's output as bytes: out, a patch run into t_out, or an empty listpack (DELETE). */
+static int edit_output(coll_edit *e, const coll_view *view, const uint8_t **out, size_t *len)
+{
+	if (e->action == COLL_DELETE) {
+		*out = lp_empty;
+		*len = sizeof(lp_empty);
+	} else if (e->patch) {
+		if (lp_buf_reserve(&t_out, e->out_len) < 0)
+			return -ENOMEM;
+		e->patch(e->patch_arg, view ? view->p : NULL, t_out.p, false);
+		t_out.len = e->out_len;
+		*out = t_out.p;
+		*len = e->out_len;
+	} else {
+		*out = e->out;
+		*len = e->out_len;
+	}
+	return 0;
+}
+
+static void edit_reset(coll_edit *e, bool found)
+{
+	e->found = found;
+	e->action = COLL_KEEP;
+	e->out = NULL;
+	e->out_len = 0;
+	e->patch = NULL;
+	e->count = 0;
+}
+
+/* Whether an edit's result is to be large (coll-record-max's rule in the contract). */
+bool coll_large_wanted(int type, int enc, size_t used)
+{
+	return (type == COLL_HASH || type == COLL_SET) && enc == CENC_HASHTABLE && used > RECORD_MAX;
+}
+
+/* Note 6: write the payload (type, enc) afresh over the old head expect (NULL: absent): deleted
+ * when empty, a new large collection (new cid) or a small record. */
+static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_t *expect,
+                        size_t expect_len, bool was_large, const uint8_t *out, size_t len)
+{
+	struct head_plan p = { expect, expect_len, NULL, 0, e->drop_ttl };
+	uint8_t head[COLL_LARGE_HDR];
+	unsigned per = type_per(e->type);
+	int rc;
+
+	if (e->action == COLL_DELETE || lp_first(out) == NULL)
+		return expect ? head_write(c, k, &p, 0) : HLOG_OK;
+	if (!coll_large_wanted(e->type, e->enc, len)) {
+		size_t vlen = coll_value_len(len, 0);
+		if (lp_buf_reserve(&t_flat, vlen) < 0)
+			return -ENOMEM;
+		memset(t_flat.p, 0, vlen);
+		coll_hdr_write(t_flat.p, e->type, e->enc, len);
+		memmove(t_flat.p + COLL_HDR, out, len);
+		p.val = t_flat.p;
+		p.len = vlen;
+		return head_write(c, k, &p, 0);
+	}
+	coll_head h = { e->type, e->enc, cid_new(), lp_count(out) / per, 0, 0, 0 };
+	coll_head_size(&h, coll_initial_buckets(len, RECORD_MAX));
+	uint64_t nb = coll_bucket_count(&h);
+	if ((rc = arrays_reserve(nb + 1)) < 0 || (rc = coll_lp_split(out, per, &h, &t_route, t_no)) < 0)
+		return rc;
+	size_t np = 0;
+	coll_registry_key(t_keys[0], h.cid);
+	part_set(np++, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	h.mbytes = k->len;
+	for (uint64_t b = 0; b < nb; b++) {
+		const uint8_t *lp = t_route.p + t_no[b];
+		if (!lp_first(lp))
+			continue;
+		coll_bucket_key(t_keys[np], h.cid, b);
+		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, lp, t_no[b + 1] - t_no[b]);
+		h.mbytes += t_parts[np++].len;
+	}
+	coll_large_write(head, &h);
+	p.val = head;
+	p.len = sizeof(head);
+	rc = head_write(c, k, &p, np);
+	if (rc == HLOG_OK && !was_large)
+		c->w->stats.coll_large_conversions++;
+	return rc;
+}
+
+/* The index among the n touched buckets of the bucket of hash (n: not among them). */
+struct route_touched {
+	const coll_head *h;
+	size_t n;
+};
+
+static uint64_t route_touched_fn(void *arg, uint64_t hash)
+{
+	struct route_touched *r = arg;
+	uint64_t b = coll_bucket_of(r->h, hash);
+	for (size_t j = 0; j < r->n; j++)
+		if (t_bs[j] == b)
+			return j;
+	return r->n;
+}
+
+/* Note 5: split bucket h->split (its current value cur, len; cur NULL: read it), adding its two
+ * halves to the parts at *np (the split bucket's part replacing the one at index at, when the
+ * write touched it: at >= 0). HLOG_OK, HLOG_PENDING or an error. */
+static int split_one(client *c, coll_head *h, size_t *np, long at, const uint8_t *cur, size_t len)
+{
+	uint64_t s = h->split, dst = s + (1ull << h->level);
+	size_t offs[3];
+	lp_buf one = { 0 };
+	int rc;
+
+	if (!cur) {
+		hlog_key k;
+		coll_bucket_key(t_keys[*np], h->cid, s);
+		hlog_key_init_internal(&k, t_keys[*np], COLL_BUCKET_KEY_BYTES);
+		rc = hlog_read(c->w->sess, &k, bucket_copy_cb, &one);
+		if (rc == HLOG_PENDING || rc < 0) {
+			lp_buf_free(&one);
+			return rc;
+		}
+		c->w->stats.coll_part_reads += rc == HLOG_OK;
+		cur = rc == HLOG_OK ? one.p : lp_empty;
+		len = rc == HLOG_OK ? one.len : 0;
+	}
+	rc = coll_bucket_split(len ? cur : lp_empty, type_per(h->type), h, &t_two, offs);
+	lp_buf_free(&one);
+	if (rc < 0)
+		return rc;
+	size_t stay = lp_first(t_two.p) ? offs[1] - offs[0] : 0;
+	size_t move = lp_first(t_two.p + offs[1]) ? offs[2] - offs[1] : 0;
+	h->mbytes = h->mbytes - len + stay + move;
+	size_t i = at >= 0 ? (size_t)at : (*np)++;
+	coll_bucket_key(t_keys[i], h->cid, s);
+	part_set(i, t_keys[i], COLL_BUCKET_KEY_BYTES, t_two.p, stay);
+	if (move) {
+		coll_bucket_key(t_keys[*np], h->cid, dst);
+		part_set(*np, t_keys[*np], COLL_BUCKET_KEY_BYTES, t_two.p + offs[1], move);
+		(*np)++;
+	}
+	coll_head_split_advance(h);
+	c->w->stats.coll_bucket_splits++;
+	return HLOG_OK;
+}
+
+/* Note 2: route a point edit's output (out, len) back into the n touched buckets and write what
+ * changed. The sub-listpack the edit saw is t_sub, the buckets' old values t_old. */
+static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_read *hr, size_t n,
+                       const uint8_t *out, size_t len)
+{
+	coll_head h = hr->h;
+	unsigned per = type_per(h.type);
+	struct head_plan p = { hr->raw, COLL_LARGE_HDR, NULL, 0, false };
+	struct route_touched rt = { &hr->h, n };
+	uint8_t head[COLL_LARGE_HDR];
+	size_t np = 0, big = 0;
+	long split_at = -1;
+	bool split_touched = false;
+	int rc;
+	(void)e;
+	(void)len;
+
+	int64_t delta = ((int64_t)lp_count(out) - (int64_t)lp_count(t_sub.p)) / (int64_t)per;
+	if ((int64_t)h.count + delta <= 0)
+		return head_write(c, k, &p, 0);   /* empty: the head deleted (note 5) */
+	h.count = (uint64_t)((int64_t)h.count + delta);
+	if ((rc = coll_lp_route(out, per, h.cid, route_touched_fn, &rt, n, &t_route, t_no)) < 0)
+		return rc;
+	const uint8_t *split_cur = NULL;
+	size_t split_len = 0;
+	for (size_t j = 0; j < n; j++) {
+		const uint8_t *nv = t_route.p + t_no[j];
+		size_t nl = lp_first(nv) ? t_no[j + 1] - t_no[j] : 0, ol = t_oo[j + 1] - t_oo[j];
+		bool same = nl == ol && memcmp(nv, t_old.p + t_oo[j], nl) == 0;
+		if (t_bs[j] == h.split) {
+			split_touched = true;
+			split_cur = nv;
+			split_len = nl;
+		}
+		if (nl > 2 * RECORD_MAX)
+			big++;
+		if (same)
+			continue;
+		h.mbytes = h.mbytes - ol + nl;
+		if (t_bs[j] == h.split)
+			split_at = (long)np;
+		coll_bucket_key(t_keys[np], h.cid, t_bs[j]);
+		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, nv, nl);
+		np++;
+	}
+	if (big && (rc = split_one(c, &h, &np, split_at, split_touched ? split_cur : NULL,
+	                           split_len)) != HLOG_OK)
+		return rc;
+	if (np == 0 && delta == 0)
+		return HLOG_OK;
+	if (np == 1 && !big && delta == 0 && h.mbytes == hr->h.mbytes && !t_parts[0].del) {
+		rc = hlog_upsert_typed(c->w->sess, &t_parts[0].key, t_parts[0].val, t_parts[0].len,
+		                       HLOG_NO_EXPIRY, HLOG_T_PART);
+		return rc;
+	}
+	coll_large_write(head, &h);
+	p.val = head;
+	p.len = sizeof(head);
+	return head_write(c, k, &p, np);
+}
+
+/* A command's write on a large collection (coll.c handed it over: COLL_E_LARGE), under the
+ * exclusive latch: a point write (e->hint_first > 0) or a whole write (note 6). HLOG_OK,
+ * HLOG_PENDING, COLL_E_RESTART (coll.c runs the command again) or an error. */
+int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
+{
+	struct head_read hr = { .copy = NULL };
+	const uint8_t *out;
+	size_t len;
+	long n;
+	int rc;
+
+	coll_latch_excl(k->hash);
+	if ((rc = head_read(c, k, &hr)) != HLOG_OK || !hr.large) {
+		rc = rc == HLOG_PENDING || rc < 0 ? rc : COLL_E_RESTART;
+		goto out;
+	}
+	if (hr.h.type != e->type) {
+		rc = SPW_E_WRONGTYPE;
+		goto out;
+	}
+	if ((n = buckets_pick(c, &hr.h, e->hint_first, e->hint_step)) < 0) {
+		rc = (int)n;
+		goto out;
+	}
+	if ((rc = buckets_load(c, hr.h.cid, (size_t)n)) != HLOG_OK)
+		goto out;
+	coll_view view = { hr.h.type, hr.h.enc, t_sub.p, t_sub.len, -1, &hr.h };
+	if (e->hint_first <= 0) {
+		view.count = (int64_t)hr.h.count * type_per(hr.h.type);
+		c->w->stats.coll_whole_reads++;
+	}
+	edit_reset(e, true);
+	if ((rc = e->fn(e, &view)) < 0 || e->action == COLL_KEEP)
+		goto out;
+	if ((rc = edit_output(e, &view, &out, &len)) < 0)
+		goto out;
+	if (e->hint_first > 0 && e->action != COLL_DELETE && e->enc != CENC_HASHTABLE)
+		rc = SPW_E_CORRUPT;   /* a point edit keeps a large collection's encoding */
+	else if (e->hint_first > 0)
+		rc = point_write(c, k, e, &hr, (size_t)n, out, len);
+	else
+		rc = write_afresh(c, k, e, hr.raw, COLL_LARGE_HDR, true, out, len);
+out:
+	coll_latch_excl_release(k->hash);
+	return rc;
+}
+
+/* The conversion (note 6): the small path's edit made a hashtable-encoded payload over
+ * coll-record-max (COLL_E_CONVERT). Run the edit again on a copy of the small record under the
+ * exclusive latch and write its result afresh. HLOG_OK, HLOG_PENDING, COLL_E_RESTART or an error. */
+int coll_large_convert(client *c, const hlog_key *k, coll_edit *e)
+{
+	static __thread lp_buf t_small;
+	struct head_read hr = { .copy = &t_small };
+	coll_view view;
+	const uint8_t *out;
+	size_t len;
+	int rc;
+
+	coll_latch_excl(k->hash);
+	rc = head_read(c, k, &hr);
+	if (rc == HLOG_PENDING || rc < 0 || hr.large) {
+		rc = hr.large ? COLL_E_RESTART : rc;
+		goto out;
+	}
+	bool found = rc == HLOG_OK;
+	if (found && hr.hv.rtype == HLOG_T_STRING) {
+		rc = SPW_E_WRONGTYPE;
+		goto out;
+	}
+	if (found && (hr.hv.rtype != HLOG_T_HEAD || !coll_parse(t_small.p, t_small.len, &view))) {
+		rc = SPW_E_CORRUPT;
+		goto out;
+	}
+	if (found && view.type != e->type) {
+		rc = SPW_E_WRONGTYPE;
+		goto out;
+	}
+	rc = HLOG_OK;
+	if (!found && !e->create)
+		goto out;
+	edit_reset(e, found);
+	if ((rc = e->fn(e, found ? &view : NULL)) < 0 || e->action == COLL_KEEP)
+		goto out;
+	if ((rc = edit_output(e, found ? &view : NULL, &out, &len)) < 0)
+		goto out;
+	rc = write_afresh(c, k, e, found ? t_small.p : NULL, found ? t_small.len : 0, false, out, len);
+out:
+	coll_latch_excl_release(k->hash);
+	if (t_small.cap > (1u << 20))
+		lp_buf_free(&t_small);
+	return rc;
+}
+
+/* ---------------- compaction's liveness check of parts (note 7) ---------------- */
+
+struct live_ctx {
+	uint64_t cid;
+	bool live;
+	uint8_t *owner;
+	size_t olen;
+	int err;
+};
+
+static void owner_copy_cb(void *ctx, const hlog_value *v)
+{
+	struct live_ctx *x = ctx;
+	if (!(x->owner = malloc(v->len ? v->len : 1))) {
+		x->err = -ENOMEM;
+		return;
+	}
+	memcpy(x->owner, v->ptr, v->len);
+	x->olen = v->len;
+}
+
+static void owner_head_cb(void *ctx, const hlog_value *v)
+{
+	struct live_ctx *x = ctx;
+	coll_head h;
+	x->live = v->rtype == HLOG_T_HEAD && coll_is_large(v->ptr, v->len) &&
+	          coll_large_parse(v->ptr, v->len, &h) && h.cid == x->cid;
+}
+
+/* hlog_config.part_live: cid|R names the owner; a part is live iff the owner's head is a large
+ * head of that cid. 1, 0, HLOG_PENDING, or an error (compaction keeps the part). */
+int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v)
+{
+	struct live_ctx x = { 0 };
+	uint64_t b;
+	int kind, rc;
+	hlog_key k;
+	(void)arg;
+
+	if (!coll_part_key_parse(key, klen, &x.cid, &kind, &b))
+		return 1;   /* not a collection's part: not ours to judge */
+	if (kind == COLL_KIND_REGISTRY) {
+		owner_copy_cb(&x, v);
+	} else {
+		uint8_t rk[COLL_REGISTRY_KEY_BYTES];
+		coll_registry_key(rk, x.cid);
+		hlog_key_init_internal(&k, rk, sizeof(rk));
+		rc = hlog_read(s, &k, owner_copy_cb, &x);
+		if (rc == HLOG_NOTFOUND)
+			return 0;
+		if (rc != HLOG_OK)
+			return rc;
+	}
+	if (x.err)
+		return x.err;
+	hlog_key_init(&k, x.owner, x.olen);
+	rc = hlog_read(s, &k, owner_head_cb, &x);
+	free(x.owner);
+	if (rc == HLOG_NOTFOUND)
+		return 0;
+	return rc == HLOG_OK ? x.live : rc;
+}

@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""coll_large.py - large hashes and sets (server/coll_large.c) on a real spillway-server with
+--coll-record-max 256 and hash-max-listpack-entries 8, so that a collection of a few dozen members
+becomes large: a head and buckets under internal keys.
+
+Checks, against a Python dict / set built by the same commands:
+ 1. A hash and a set of 20000 members built by HSET / SADD (and changed by HDEL, HINCRBY, HSETNX,
+    HMSET, SREM): every point read (HGET, HMGET, HEXISTS, HSTRLEN, HLEN, SISMEMBER, SMISMEMBER,
+    SCARD) and the whole reads (HGETALL, HKEYS, HVALS, SMEMBERS, compared sorted: bucket order is
+    not insertion order), TYPE and OBJECT ENCODING; INFO's coll_large_conversions and
+    coll_bucket_splits moved (the paths ran), coll_whole_reads moved by the whole reads.
+ 2. RENAME and COPY of a large hash give the same members under the new key; DUMP / RESTORE too.
+ 3. DEL of a large hash: the key is gone, a new hash under the same name starts empty.
+ 4. A collection emptied member by member is deleted (its head).
+ 5. With --storage-tier and a small --memory, a large hash whose records went to the device: a cold
+    HGET reads the head and one bucket (coll_part_reads moves by exactly 1 per HGET).
+
+Environment: SPW_BIN (the folder of spillway-server, as ctest sets it). Exit 77 (SKIP) without
+python3-redis.
+"""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from diff_random import spillway_start  # noqa: E402
+
+try:
+	import redis
+except ImportError:
+	print("SKIP: python3-redis is not installed")
+	sys.exit(77)
+
+N = 20000
+FLAGS = ["--threads", "2", "--memory", "256m", "--page", "1m", "--index", "4m", "--coll-record-max", "256"]
+TIER_FLAGS = ["--storage-tier", "--device-type", "posix", "--threads", "1", "--memory", "1m",
+              "--page", "64k", "--segment", "1m", "--index", "1m", "--coll-record-max", "256"]
+
+
+def fail(msg):
+	print("FAIL: " + msg, flush=True)
+	sys.exit(1)
+
+
+def check(cond, msg):
+	if not cond:
+		fail(msg)
+
+
+def stats(r):
+	return r.info("stats")
+
+
+def build_hash(r, model):
+	pipe = r.pipeline(transaction=False)
+	for i in range(N):
+		f, v = "f:%d" % i, "v%d" % (i * 3)
+		if i % 5 == 0:
+			f = str(i)                       # an int-encoded field
+		model[f] = v
+		pipe.hset("h", f, v)
+		if i % 1000 == 999:
+			pipe.execute()
+	pipe.execute()
+
+
+def check_hash(r, model, key="h"):
+	check(r.hlen(key) == len(model), "HLEN %d, expected %d" % (r.hlen(key), len(model)))
+	check(r.type(key) == b"hash", "TYPE %r" % r.type(key))
+	check(r.object("encoding", key) == b"hashtable", "OBJECT ENCODING %r" % r.object("encoding", key))
+	pipe = r.pipeline(transaction=False)
+	fields = list(model)
+	for f in fields:
+		pipe.hget(key, f)
+	got = pipe.execute()
+	for f, g in zip(fields, got):
+		check(g == model[f].encode(), "HGET %s %s: %r, expected %r" % (key, f, g, model[f]))
+	sample = random.sample(fields, 50) + ["nosuch1", "nosuch2"]
+	got = r.hmget(key, sample)
+	check(got == [model[f].encode() if f in model else None for f in sample], "HMGET")
+	for f in sample[:20] + ["nosuch3"]:
+		check(r.hexists(key, f) == (f in model), "HEXISTS %s" % f)
+		check(r.hstrlen(key, f) == len(model.get(f, "")), "HSTRLEN %s" % f)
+	all_ = r.hgetall(key)
+	check({k.decode(): v.decode() for k, v in all_.items()} == model, "HGETALL differs")
+	check(sorted(x.decode() for x in r.hkeys(key)) == sorted(model), "HKEYS differs")
+	check(sorted(x.decode() for x in r.hvals(key)) == sorted(model.values()), "HVALS differs")
+
+
+def hash_phase(r):
+	model = {}
+	before = stats(r)
+	build_hash(r, model)
+	s = stats(r)
+	check(s["coll_large_conversions"] > before["coll_large_conversions"], "no conversion counted")
+	check(s["coll_bucket_splits"] > 0, "no bucket split counted")
+	check(s["coll_group_writes"] > 0, "no group write counted")
+	# point writes of every kind
+	for i in range(0, N, 97):
+		f = "f:%d" % i if i % 5 else str(i)
+		if i % 2:
+			check(r.hdel("h", f, "nosuch") == 1, "HDEL %s" % f)
+			del model[f]
+		else:
+			check(r.hincrby("h", "ctr:%d" % i, 5) == 5, "HINCRBY new")
+			model["ctr:%d" % i] = "5"
+			check(r.hsetnx("h", f, "x") == 0, "HSETNX existing")
+	r.hset("h", mapping={"m1": "a", "m2": "b", "f:1": "changed"})
+	model.update({"m1": "a", "m2": "b", "f:1": "changed"})
+	w0 = stats(r)["coll_whole_reads"]
+	check_hash(r, model)
+	check(stats(r)["coll_whole_reads"] >= w0 + 3, "HGETALL/HKEYS/HVALS did not read whole")
+	# MEMORY USAGE counts the parts
+	check(r.memory_usage("h") > 200000, "MEMORY USAGE %r" % r.memory_usage("h"))
+	# HSCAN returns every field
+	seen, cur = {}, 0
+	while True:
+		cur, part = r.hscan("h", cur, count=500)
+		seen.update({k.decode(): v.decode() for k, v in part.items()})
+		if cur == 0:
+			break
+	check(seen == model, "HSCAN missed fields")
+	# RENAME, COPY, DUMP/RESTORE: whole reads into small records, converted on the next write
+	r.rename("h", "h2")
+	check(r.exists("h") == 0, "RENAME left the source")
+	check_hash(r, model, "h2")
+	check(r.copy("h2", "h3") is True, "COPY")
+	r.hset("h3", "after", "copy")
+	check(r.hget("h3", "after") == b"copy" and r.hlen("h3") == len(model) + 1, "COPY's hash")
+	check(r.hget("h2", "after") is None, "COPY shares members with its source")
+	d = r.dump("h2")
+	r.restore("h4", 0, d)
+	check_hash(r, model, "h4")
+	# DEL: the head only, the key is gone
+	for k in ("h2", "h3", "h4"):
+		check(r.delete(k) == 1, "DEL %s" % k)
+		check(r.exists(k) == 0 and r.hlen(k) == 0 and r.hget(k, "f:1") is None, "%s after DEL" % k)
+	r.hset("h2", "x", "y")
+	check(r.hgetall("h2") == {b"x": b"y"}, "a new hash under a deleted large one's name")
+	r.delete("h2")
+	# emptied member by member: the head goes
+	small = {"e%d" % i: "v" for i in range(60)}
+	r.hset("e", mapping=small)
+	check(r.object("encoding", "e") == b"hashtable", "e not hashtable")
+	for f in small:
+		r.hdel("e", f)
+	check(r.exists("e") == 0, "an emptied large hash still exists")
+	print("coll_large: hash phase passed (%d fields)" % len(model), flush=True)
+
+
+def set_phase(r):
+	model = set()
+	before = stats(r)
+	pipe = r.pipeline(transaction=False)
+	for i in range(N):
+		m = "m:%d" % i if i % 3 else str(i * 7)
+		model.add(m)
+		pipe.sadd("s", m)
+		if i % 1000 == 999:
+			pipe.execute()
+	pipe.execute()
+	check(stats(r)["coll_large_conversions"] > before["coll_large_conversions"], "set not converted")
+	for i in range(0, N, 89):
+		m = "m:%d" % i if i % 3 else str(i * 7)
+		check(r.srem("s", m) == 1, "SREM %s" % m)
+		model.discard(m)
+	want = len({"new1", "new2", "m:1"} - model)
+	check(r.sadd("s", "new1", "new2", "m:1") == want, "SADD of three")
+	model.update({"new1", "new2", "m:1"})
+	check(r.scard("s") == len(model), "SCARD %d, expected %d" % (r.scard("s"), len(model)))
+	check(r.type("s") == b"set" and r.object("encoding", "s") == b"hashtable", "TYPE/ENCODING of s")
+	pipe = r.pipeline(transaction=False)
+	probe = list(model)[:3000] + ["absent:%d" % i for i in range(300)]
+	for m in probe:
+		pipe.sismember("s", m)
+	for m, g in zip(probe, pipe.execute()):
+		check(bool(g) == (m in model), "SISMEMBER %s" % m)
+	check(r.smismember("s", probe[:40]) == [1 if m in model else 0 for m in probe[:40]], "SMISMEMBER")
+	check({x.decode() for x in r.smembers("s")} == model, "SMEMBERS differs")
+	check(len(r.srandmember("s", 10)) == 10, "SRANDMEMBER")
+	popped = r.spop("s", 5)
+	check(len(popped) == 5 and all(p.decode() in model for p in popped), "SPOP")
+	model -= {p.decode() for p in popped}
+	check(r.scard("s") == len(model), "SCARD after SPOP")
+	check({x.decode() for x in r.smembers("s")} == model, "SMEMBERS after SPOP")
+	check(r.sinterstore("si", "s", "s") == len(model), "SINTERSTORE")
+	check(r.smove("s", "other", "new1") is True and r.sismember("s", "new1") == 0, "SMOVE")
+	model.discard("new1")
+	check(r.scard("s") == len(model), "SCARD after SMOVE")
+	check(r.delete("s") == 1 and r.exists("s") == 0, "DEL of a large set")
+	print("coll_large: set phase passed (%d members)" % len(model), flush=True)
+
+
+def tier_phase(exe):
+	srv = spillway_start(exe, TIER_FLAGS)
+	try:
+		r = redis.Redis(host="127.0.0.1", port=srv.port)
+		r.config_set("hash-max-listpack-entries", "8")
+		model = {}
+		pipe = r.pipeline(transaction=False)
+		for i in range(4000):
+			model["f:%d" % i] = "x" * 40 + str(i)
+			pipe.hset("cold", "f:%d" % i, model["f:%d" % i])
+			if i % 500 == 499:
+				pipe.execute()
+		pipe.execute()
+		# push everything out of memory: many other keys
+		for j in range(40):
+			r.mset({"pad:%d:%d" % (j, i): "p" * 200 for i in range(200)})
+		for f in random.sample(list(model), 30):
+			p0 = stats(r)["coll_part_reads"]
+			check(r.hget("cold", f) == model[f].encode(), "cold HGET %s" % f)
+			p1 = stats(r)["coll_part_reads"]
+			check(p1 - p0 == 1, "a cold HGET read %d parts, expected 1" % (p1 - p0))
+		tier = r.info("all")
+		check(tier.get("tier_parked_commands", 0) > 0, "nothing went to the device")
+		check(r.hlen("cold") == len(model), "HLEN of the cold hash")
+		r.close()
+	finally:
+		rc = srv.stop()
+	check(rc == 0, "the tier server exited with %s" % rc)
+	print("coll_large: tier phase passed", flush=True)
+
+
+def main():
+	exe = os.path.join(os.environ.get("SPW_BIN", "build/bin"), "spillway-server")
+	if not os.access(exe, os.X_OK):
+		fail("%s is missing (SPW_BIN)" % exe)
+	random.seed(13)
+	srv = spillway_start(exe, FLAGS)
+	try:
+		r = redis.Redis(host="127.0.0.1", port=srv.port)
+		r.config_set("hash-max-listpack-entries", "8")
+		check(r.config_get("coll-record-max") == {"coll-record-max": "256"}, "coll-record-max")
+		hash_phase(r)
+		set_phase(r)
+		r.close()
+	finally:
+		rc = srv.stop()
+	check(rc == 0, "spillway-server exited with %s" % rc)
+	tier_phase(exe)
+	print("coll_large: PASS", flush=True)
+
+
+if __name__ == "__main__":
+	main()
