@@ -365,7 +365,7 @@ class Option(Base):
 		st = self.store(MEMORY)
 		st.flags = [f for f in st.flags if f not in ("--coll-record-max", "128")]
 		r = st.start()
-		self.assertEqual(r.config_get("coll-record-max"), {b"coll-record-max": b"4096"})
+		self.assertEqual(r.config_get("coll-record-max"), {"coll-record-max": "4096"})
 		for bad in ("127", "65537", "x"):
 			with self.assertRaises(redis.exceptions.ResponseError, msg=bad):
 				r.config_set("coll-record-max", bad)
@@ -382,7 +382,7 @@ class Option(Base):
 		self.assertEqual(r.object("encoding", b"lp"), b"listpack")
 		self.assertEqual(r.object("encoding", b"ints"), b"intset")
 		self.assertTrue(r.config_set("coll-record-max", "128"))
-		self.assertEqual(r.config_get("coll-record-max"), {b"coll-record-max": b"128"})
+		self.assertEqual(r.config_get("coll-record-max"), {"coll-record-max": "128"})
 		self.assertEqual(info(r, "coll_large_conversions"), conv, "CONFIG SET converts nothing itself")
 		p.hset(b"lp", b"a", b"w" * 60)   # no longer than hash-max-listpack-value: still a listpack
 		m.keys[b"lp"][b"a"] = b"w" * 60
