@@ -32,6 +32,17 @@
  * 6. Pruning. A closed file goes to the registry with the largest addr among its records; a durable
  *    checkpoint with cut C holds every change with addr < C, so a file whose largest addr is below C
  *    is redundant. A file with no records is removed at close and never registered.
+ * 7. Groups (aof.h). The redo hook runs on the writing session's thread, and one hlog_group_rmw
+ *    calls it for all of its records before it returns, so a group's records are consecutive in
+ *    one writer's buffer; rotation (and with it a new file) happens only between event-loop
+ *    passes, never inside a command, so a group never spans two files. The AOF has no rewrite of
+ *    its own (no BGREWRITEAOF): a checkpoint is its compaction, and pruning drops a whole file or
+ *    nothing, so a group's records go together. A group lies in one span of the log (one
+ *    reservation), so a cut falls before or after all its addrs: a file holding one is pruned only
+ *    when every record of the group is in the checkpoint. A record of a group that cannot be
+ *    buffered (out of memory) takes the rest of its group with it: the group's records already
+ *    buffered are taken back and its later ones are not written, so replay never sees a group with
+ *    a hole in it (the loss itself is note 5's sticky error).
  *
  * Encoding (aof.h has the layout): integers are little-endian. The record checksum is
  * XXH3_64bits_withSeed(payload, len, seed) where seed is the record's first 8 bytes read as a
@@ -184,6 +195,10 @@ struct aof_writer {
 	_Atomic uint64_t synced;          /* of those, bytes known durable */
 	_Atomic int werr, serr;           /* note 5 */
 	int lost;                         /* -ENOMEM once a record could not be buffered */
+	bool in_group;                    /* the last record buffered had group_more (note 7) */
+	bool group_drop;                  /* the rest of the current group is dropped (note 7) */
+	size_t group_at;                  /* the current group's first record in buf */
+	uint64_t group_records;           /* the current group's records buffered */
 };
 
 static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -341,13 +356,33 @@ fail:
 	return rc;
 }
 
+/* A record is lost (note 5); inside a group, so is the rest of the group (note 7). */
+static void redo_lost(aof_writer *w, const hlog_redo *r, int err, uint64_t len)
+{
+	if (!w->lost)
+		spw_log(SPW_LOG_WARNING, -err, "AOF %s: a record of %" PRIu64 " bytes is lost%s", w->path,
+		        len, w->in_group || r->group_more ? " (and the rest of its group)" : "");
+	w->lost = err;
+	if (w->in_group && w->group_at <= w->len) {
+		w->len = w->group_at;
+		w->records -= w->group_records;
+	}
+	w->in_group = false;
+	w->group_drop = r->group_more;
+}
+
 void aof_redo(void *arg, const hlog_redo *r)
 {
 	aof_writer *w = arg;
+	bool more = r->group_more && r->kind != HLOG_REDO_FLUSHALL;
+	if (SPW_UNLIKELY(w->group_drop)) {   /* note 7: a group that lost a record */
+		w->group_drop = more;
+		return;
+	}
 	size_t vlen = r->kind == HLOG_REDO_SET ? r->vlen : 0;
 	uint64_t len = (uint64_t)AOF_REC_FIXED + r->klen + vlen;
 	if (len > UINT32_MAX || r->klen > UINT32_MAX) {
-		w->lost = -E2BIG;
+		redo_lost(w, r, -E2BIG, len);
 		return;
 	}
 	size_t need = w->len + AOF_REC_HDR + (size_t)len;
@@ -356,20 +391,26 @@ void aof_redo(void *arg, const hlog_redo *r)
 		while (cap < need) cap *= 2;
 		uint8_t *nb = realloc(w->buf, cap);
 		if (!nb) {
-			if (!w->lost)
-				spw_log(SPW_LOG_WARNING, ENOMEM, "AOF %s: a record of %" PRIu64 " bytes is lost",
-				        w->path, len);
-			w->lost = -ENOMEM;
+			redo_lost(w, r, -ENOMEM, len);
 			return;
 		}
 		w->buf = nb;
 		w->cap = cap;
 	}
+	if (!w->in_group) {
+		w->group_at = w->len;
+		w->group_records = 0;
+	}
+	w->in_group = more;
+	w->group_records++;
 	uint8_t *p = w->buf + w->len;
 	put32(p, (uint32_t)len);
 	p[4] = (uint8_t)r->kind;
-	p[5] = r->kind == HLOG_REDO_SET ? r->rtype : 0;   /* files before collections wrote 0: strings */
-	p[6] = p[7] = 0;
+	/* Files before collections wrote 0 (strings); a part's tombstone says it is one. */
+	p[5] = r->kind == HLOG_REDO_SET ? r->rtype
+	     : r->kind == HLOG_REDO_DEL && r->rtype == HLOG_T_PART ? HLOG_T_PART : 0;
+	p[6] = more ? AOF_F_GROUP_MORE : 0;
+	p[7] = 0;
 	uint8_t *q = p + AOF_REC_HDR;
 	put64(q, r->seq);
 	put64(q + 8, r->addr);
@@ -416,6 +457,8 @@ int aof_writer_flush(aof_writer *w)
 		atomic_fetch_add(&w->written, done);
 		memmove(w->buf, w->buf + done, w->len - done);
 		w->len -= done;
+		/* A group's start that left the buffer cannot be taken back (note 7): SIZE_MAX. */
+		w->group_at = w->group_at >= done && w->group_at != SIZE_MAX ? w->group_at - done : SIZE_MAX;
 	}
 	if (rc) {
 		if (atomic_exchange(&w->werr, rc) != rc)
@@ -519,6 +562,7 @@ int aof_writer_rotate(aof_writer *w, uint64_t gen)
 	w->records = 0;
 	w->max_addr = 0;
 	w->lost = 0;
+	w->in_group = w->group_drop = false;
 	atomic_store(&w->serr, 0);
 	return 0;
 }

@@ -9,9 +9,18 @@
  *   header  "SPWAOF01" | u32 version (1) | u32 worker | u64 gen | i64 created unix ms | u64 xxh3 of
  *           the 32 bytes before it                                                  = 40 bytes
  *   record  u32 len (bytes of payload) | u8 kind (HLOG_REDO_*) | u8 rtype (a SET's record type,
- *           HLOG_T_*; 0 otherwise, and in files written before collections) | u16 0 | u64 xxh3 of the
- *           first 8 bytes and the payload | payload: u64 seq | u64 addr | i64 expire_ms |
- *           u32 klen | u32 vlen | key | value
+ *           HLOG_T_*; a DEL's: HLOG_T_PART for a part's tombstone, else 0; 0 for FLUSHALL, and in
+ *           files written before collections) | u8 flags (AOF_F_GROUP_MORE: more records of this
+ *           group follow; 0 in files written before groups) | u8 0 | u64 xxh3 of the first 8
+ *           bytes and the payload | payload: u64 seq | u64 addr | i64 expire_ms | u32 klen |
+ *           u32 vlen | key | value
+ *
+ * A group (hlog_group_rmw: a collection's head and its parts, made visible together) is a run of
+ * consecutive records of one file, all but the last with AOF_F_GROUP_MORE. Replay applies a group
+ * only once its last record is read: a file that ends inside a group (a crash between the group's
+ * write and its end, or a torn record in it) has its torn tail start at the group's first record,
+ * so the cut group is dropped whole. A record of type HLOG_T_PART (SET or DEL) is a part: its key is
+ * an internal key (hlog_key_init_internal), which no user key can read.
  *
  * Integers are little-endian. The record's checksum is XXH3_64bits_withSeed(payload, len, seed)
  * with seed = the record's first 8 bytes as a little-endian u64 (one pass over the payload; a change
@@ -88,16 +97,32 @@ typedef struct aof_rec {
 	const uint8_t *val;
 	uint32_t vlen;
 	int64_t expire_ms;
-	uint8_t rtype;            /* HLOG_REDO_SET: the value's record type (HLOG_T_*) */
+	uint8_t rtype;            /* the value's record type (HLOG_T_*); a DEL's: HLOG_T_PART or 0 */
+	bool group_more;          /* more records of its group follow (aof.h's layout) */
 } aof_rec;
+/* The store's key of a record (not FLUSHALL): internal for a part (rtype HLOG_T_PART). */
+static inline void aof_rec_key(hlog_key *k, const aof_rec *r)
+{
+	if (r->rtype == HLOG_T_PART)
+		hlog_key_init_internal(k, r->key, r->klen);
+	else
+		hlog_key_init(k, r->key, r->klen);
+}
+/* Apply one record to the store on session s: hlog_upsert_typed, hlog_delete or hlog_flush_all
+ * (a part under its internal key). Their result: 0 / HLOG_NOTFOUND / HLOG_PENDING (run it again
+ * once the session's op is ready) / an error. */
+int aof_rec_apply(hlog_session *s, const aof_rec *r);
 typedef struct aof_replay_stats {
 	uint64_t files, records, applied, skipped;   /* skipped: addr < cut (in the checkpoint) */
+	uint64_t groups;          /* groups read whole (applied, or skipped below the cut) */
+	uint64_t groups_cut;      /* groups a torn tail cut: dropped whole, none of their records applied */
 	uint64_t torn_bytes;      /* dropped from torn tails */
 	uint64_t max_seq;
 	uint64_t bytes_total, bytes_done;   /* for progress */
 } aof_replay_stats;
 /* Replay every AOF file in dir in seq order, skipping records with addr < cut; apply returns 0 or
- * -errno (which stops replay). 0, or -errno / SPW_E_CORRUPT with why naming the file and offset.
+ * -errno (which stops replay). A group's records are applied one after another once the whole
+ * group is read, in the merge's place of its first record (aof_read.c note 1). 0, or -errno / SPW_E_CORRUPT with why naming the file and offset.
  * stats (may be NULL) may be read (bytes_done) from another thread while it runs. Files of zero
  * length or with a torn header only count as torn tails. */
 int aof_replay(const char *dir, uint64_t cut, int (*apply)(void *ctx, const aof_rec *r), void *ctx,

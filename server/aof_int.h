@@ -17,7 +17,8 @@
 #define AOF_MAGIC "SPWAOF01"
 #define AOF_VERSION 1u
 #define AOF_HDR_BYTES 40u          /* file header */
-#define AOF_REC_HDR 16u            /* u32 len | u8 kind | u8 0 | u16 0 | u64 xxh3 */
+#define AOF_REC_HDR 16u            /* u32 len | u8 kind | u8 rtype | u8 flags | u8 0 | u64 xxh3 */
+#define AOF_F_GROUP_MORE 0x01u     /* flags: more records of this group follow */
 #define AOF_REC_FIXED 32u          /* payload before the key: seq, addr, expire, klen, vlen */
 #define AOF_BUF_INIT (64u << 10)   /* a writer's buffer to start with and to shrink back to */
 #define AOF_BUF_KEEP (1u << 20)    /* a buffer grown past this shrinks back after its flush */

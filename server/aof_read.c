@@ -4,6 +4,22 @@
  * the format and the rules for torn tails and corruption are aof.c's and aof.h's.
  *
  * Sections: readers - replay - check.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. Groups (aof.h). A reader knows where the group it is in began (group_at); when the file ends
+ *    inside a group (a torn record, or the end right after a record with AOF_F_GROUP_MORE), the
+ *    torn tail starts at the group's first record: replay drops the group whole, and the check's
+ *    fix truncates there. Replay gathers a group into a buffer of its own (the reader's window
+ *    moves on under it) and applies it once its last record is read, in the merge's place of its
+ *    first record: the head's seq comes first, and nobody else writes the group's parts between
+ *    its records (the writer holds the collection's exclusive latch over the whole group), so a
+ *    record of another file with a seq inside the group's range touches at most the head, which it
+ *    then correctly overwrites after the group. (A FLUSHALL racing the group on another session is
+ *    ordered on either side of it, as for any record: hlog.h, "durability".)
+ * 2. The skip rule (addr < cut: in the checkpoint) stays per record, but never splits a group: a
+ *    group is one reservation at the log's tail (one span), and a checkpoint's cut is a log
+ *    address taken between reservations, so all of a group's addrs lie on one side of it.
  */
 #include "server/aof_int.h"
 
@@ -37,6 +53,8 @@ typedef struct aof_reader {
 	bool torn;                /* reading stopped at a torn tail at torn_at */
 	uint64_t torn_at;
 	const char *torn_what;
+	bool in_group;            /* the last record read had AOF_F_GROUP_MORE (note 1) */
+	uint64_t group_at;        /* the offset of the current group's first record */
 } aof_reader;
 
 static void reader_close(aof_reader *r)
@@ -113,6 +131,11 @@ static void reader_cut(aof_reader *r, uint64_t off, const char *what)
 	r->torn = true;
 	r->torn_at = off;
 	r->torn_what = what;
+	if (r->in_group) {   /* note 1: a cut group goes whole */
+		r->torn_at = r->group_at;
+		r->torn_what = off == r->size ? "a group cut by the end of the file"
+		                              : "a torn record inside a group";
+	}
 }
 
 /* Open path and check its header. 0: ready; 1: a torn header (nothing to read, torn is set);
@@ -174,7 +197,10 @@ static int reader_next(aof_reader *r, char *why, size_t whylen)
 	r->have = false;
 	if (r->torn) return 0;
 	uint64_t off = r->off, rem = r->size - off;
-	if (rem == 0) return 0;
+	if (rem == 0) {
+		if (r->in_group) reader_cut(r, off, NULL);
+		return 0;
+	}
 	if (rem < AOF_REC_HDR) {
 		reader_cut(r, off, "record header runs past the end");
 		return 0;
@@ -184,8 +210,10 @@ static int reader_next(aof_reader *r, char *why, size_t whylen)
 	const uint8_t *p = r->buf + (off - r->boff);
 	uint32_t len = get32(p);
 	int kind = p[4];
-	if (kind < HLOG_REDO_SET || kind > HLOG_REDO_FLUSHALL ||
-	    (kind == HLOG_REDO_SET ? p[5] > HLOG_T_PART : p[5] != 0) || p[6] || p[7] ||
+	bool rtype_ok = kind == HLOG_REDO_SET ? p[5] <= HLOG_T_PART
+	              : kind == HLOG_REDO_DEL ? p[5] == 0 || p[5] == HLOG_T_PART : p[5] == 0;
+	bool flags_ok = kind == HLOG_REDO_FLUSHALL ? p[6] == 0 : (p[6] & ~AOF_F_GROUP_MORE) == 0;
+	if (kind < HLOG_REDO_SET || kind > HLOG_REDO_FLUSHALL || !rtype_ok || !flags_ok || p[7] ||
 	    len < AOF_REC_FIXED) {
 		if ((rc = reader_tail_zero(r, off)) < 0) goto io;
 		if (rc == 1) {
@@ -217,6 +245,9 @@ static int reader_next(aof_reader *r, char *why, size_t whylen)
 	a->expire_ms = (int64_t)get64(q + 16);
 	a->kind = kind;
 	a->rtype = p[5];
+	a->group_more = (p[6] & AOF_F_GROUP_MORE) != 0;
+	if (!r->in_group) r->group_at = off;
+	r->in_group = a->group_more;
 	a->klen = klen;
 	a->vlen = vlen;
 	a->key = q + AOF_REC_FIXED;
@@ -239,6 +270,139 @@ io:
 }
 
 /* ---------------- replay ---------------- */
+
+int aof_rec_apply(hlog_session *s, const aof_rec *r)
+{
+	hlog_key k;
+	if (r->kind == HLOG_REDO_FLUSHALL) return hlog_flush_all(s);
+	aof_rec_key(&k, r);
+	switch (r->kind) {
+	case HLOG_REDO_SET: return hlog_upsert_typed(s, &k, r->val, r->vlen, r->expire_ms, r->rtype);
+	case HLOG_REDO_DEL: return hlog_delete(s, &k);
+	default: return SPW_E_CORRUPT;
+	}
+}
+
+/* What one replay shares between its steps. */
+typedef struct replay_run {
+	uint64_t cut;
+	int (*apply)(void *ctx, const aof_rec *r);
+	void *ctx;
+	aof_replay_stats *stats;
+	char *why;
+	size_t whylen;
+	/* a group being gathered (note 1): its records, their bytes copied into data */
+	struct grp_rec {
+		aof_rec rec;          /* key and val set once the group is whole (data may move) */
+		uint64_t off;         /* the record's offset in its file */
+		size_t at;            /* its key's (then value's) bytes in data */
+	} *grp;
+	size_t grp_n, grp_cap;
+	uint8_t *data;
+	size_t data_len, data_cap;
+} replay_run;
+
+/* Apply (or skip, below the cut) one record read from m at offset off. 0 or the error. */
+static int replay_rec(replay_run *x, const aof_reader *m, const aof_rec *a, uint64_t off)
+{
+	if (a->addr < x->cut) {
+		x->stats->skipped++;
+		return 0;
+	}
+	int r = x->apply(x->ctx, a);
+	if (r) {
+		if (x->why && x->whylen)
+			snprintf(x->why, x->whylen, "%s: applying the record at offset %" PRIu64 ": %s",
+			         m->path, off, spw_strerror(r));
+		return r < 0 ? r : -EIO;
+	}
+	x->stats->applied++;
+	return 0;
+}
+
+/* Copy m's current record into the group being gathered. 0 or -ENOMEM. */
+static int group_add(replay_run *x, const aof_reader *m)
+{
+	const aof_rec *a = &m->rec;
+	size_t bytes = (size_t)a->klen + a->vlen;
+	if (x->grp_n == x->grp_cap) {
+		size_t cap = x->grp_cap ? 2 * x->grp_cap : 16;
+		struct grp_rec *g = realloc(x->grp, cap * sizeof(*g));
+		if (!g) return -ENOMEM;
+		x->grp = g;
+		x->grp_cap = cap;
+	}
+	if (x->data_len + bytes > x->data_cap) {
+		size_t cap = x->data_cap ? x->data_cap : AOF_READ_BUF;
+		while (cap < x->data_len + bytes) cap *= 2;
+		uint8_t *d = realloc(x->data, cap);
+		if (!d) return -ENOMEM;
+		x->data = d;
+		x->data_cap = cap;
+	}
+	memcpy(x->data + x->data_len, a->key, a->klen);
+	memcpy(x->data + x->data_len + a->klen, a->val, a->vlen);
+	x->grp[x->grp_n++] = (struct grp_rec){ .rec = *a, .off = m->off - m->rec_bytes, .at = x->data_len };
+	x->data_len += bytes;
+	return 0;
+}
+
+/* m's current record opens a group (note 1): read the rest of it, then apply it whole, or drop it
+ * when the file ends inside it. Leaves m on the record after the group. 0 or the error. */
+static int replay_group(replay_run *x, aof_reader *m)
+{
+	aof_replay_stats *st = x->stats;
+	x->grp_n = x->data_len = 0;
+	for (;;) {
+		int r = group_add(x, m);
+		if (r) return r;
+		bool more = m->rec.group_more;
+		st->records++;
+		if (m->rec.seq > st->max_seq) st->max_seq = m->rec.seq;
+		st->bytes_done += m->rec_bytes;
+		r = reader_next(m, x->why, x->whylen);
+		if (r < 0) return r;
+		if (!more) break;
+		if (r == 0) {   /* the file ended inside the group: reader_cut put the tail at its start */
+			st->groups_cut++;
+			return 0;
+		}
+	}
+	st->groups++;
+	for (size_t i = 0; i < x->grp_n; i++) {
+		aof_rec *a = &x->grp[i].rec;
+		a->key = x->data + x->grp[i].at;
+		a->val = a->key + a->klen;
+		int r = replay_rec(x, m, a, x->grp[i].off);
+		if (r) return r;
+	}
+	return 0;
+}
+
+/* The k-way merge of the n open readers by seq (aof.c note 3). 0 or the error. */
+static int replay_merge(replay_run *x, aof_reader *rd, int n)
+{
+	for (;;) {
+		aof_reader *m = NULL;
+		for (int i = 0; i < n; i++)
+			if (rd[i].have && (!m || rd[i].rec.seq < m->rec.seq)) m = &rd[i];
+		if (!m) return 0;
+		int r;
+		if (m->rec.group_more) {
+			r = replay_group(x, m);
+		} else {
+			const aof_rec *a = &m->rec;
+			x->stats->records++;
+			if (a->seq > x->stats->max_seq) x->stats->max_seq = a->seq;
+			r = replay_rec(x, m, a, m->off - m->rec_bytes);
+			if (r == 0) {
+				x->stats->bytes_done += m->rec_bytes;
+				r = reader_next(m, x->why, x->whylen);
+			}
+		}
+		if (r < 0) return r;
+	}
+}
 
 int aof_replay(const char *dir, uint64_t cut, int (*apply)(void *ctx, const aof_rec *r), void *ctx,
                aof_replay_stats *stats, char *why, size_t whylen)
@@ -276,30 +440,12 @@ int aof_replay(const char *dir, uint64_t cut, int (*apply)(void *ctx, const aof_
 		int r = reader_next(&rd[i], why, whylen);
 		if (r < 0) rc = r;
 	}
-	while (rc == 0) {
-		aof_reader *m = NULL;
-		for (int i = 0; i < n; i++)
-			if (rd[i].have && (!m || rd[i].rec.seq < m->rec.seq)) m = &rd[i];
-		if (!m) break;
-		const aof_rec *a = &m->rec;
-		stats->records++;
-		if (a->seq > stats->max_seq) stats->max_seq = a->seq;
-		if (a->addr < cut) {
-			stats->skipped++;
-		} else {
-			int r = apply(ctx, a);
-			if (r) {
-				if (why && whylen)
-					snprintf(why, whylen, "%s: applying the record at offset %" PRIu64 ": %s",
-					         m->path, m->off - m->rec_bytes, spw_strerror(r));
-				rc = r < 0 ? r : -EIO;
-				break;
-			}
-			stats->applied++;
-		}
-		stats->bytes_done += m->rec_bytes;
-		int r = reader_next(m, why, whylen);
-		if (r < 0) rc = r;
+	if (rc == 0) {
+		replay_run x = { .cut = cut, .apply = apply, .ctx = ctx, .stats = stats, .why = why,
+		                 .whylen = whylen };
+		rc = replay_merge(&x, rd, n);
+		free(x.grp);
+		free(x.data);
 	}
 	for (int i = 0; i < open_n; i++) {
 		aof_reader *r = &rd[i];

@@ -48,6 +48,11 @@
  *     image's compression and copy), and on a machine with no idle core it must not take the
  *     workers' time slices (GET p99.9 during BGSAVE, docs/BENCHMARKS.md appendix H). Not
  *     SCHED_IDLE: under constant full load a checkpoint must still finish.
+ *  8. Groups and parts in the AOF (a large collection's head and parts, aof.h): aof_replay hands a
+ *     group over only once its last record is read (a torn tail drops a cut group whole) and one
+ *     record at a time, each with the skip rule; a group lies in one span of the log, so the
+ *     checkpoint's cut never splits it (aof_read.c note 2). A part (rtype HLOG_T_PART) is written
+ *     under its internal key, where no user key reads it and no key count sees it.
  */
 #include "server/server_int.h"
 #include "server/import.h"
@@ -222,22 +227,12 @@ static void replay_wait(replay_ctx *x)
 static int replay_apply(void *ctx, const aof_rec *r)
 {
 	replay_ctx *x = ctx;
-	hlog_key k;
 	int rc;
 
-	if (r->kind != HLOG_REDO_FLUSHALL)
-		hlog_key_init(&k, r->key, r->klen);
 	for (;;) {
 		x->ready = false;
 		hlog_session_set_op(x->s, x);
-		switch (r->kind) {
-		case HLOG_REDO_SET:
-			rc = hlog_upsert_typed(x->s, &k, r->val, r->vlen, r->expire_ms, r->rtype);
-			break;
-		case HLOG_REDO_DEL: rc = hlog_delete(x->s, &k); break;
-		case HLOG_REDO_FLUSHALL: rc = hlog_flush_all(x->s); break;
-		default: return SPW_E_CORRUPT;
-		}
+		rc = aof_rec_apply(x->s, r);   /* a part under its internal key (note 8) */
 		if (rc != HLOG_PENDING)
 			break;
 		replay_wait(x);
@@ -391,10 +386,13 @@ int persist_recover(void)
 		if (ps.replay.torn_bytes)
 			spw_log(SPW_LOG_WARNING, 0, "AOF: a torn tail of %" PRIu64 " bytes was cut after a crash",
 			        ps.replay.torn_bytes);
+		if (ps.replay.groups_cut)
+			spw_log(SPW_LOG_WARNING, 0, "AOF: %" PRIu64 " group(s) cut by a torn tail were dropped whole",
+			        ps.replay.groups_cut);
 		if (ps.replay.files)
-			spw_log(SPW_LOG_NOTICE, 0, "AOF replayed: %" PRIu64 " files, %" PRIu64 " records applied, %"
-			        PRIu64 " already in the checkpoint", ps.replay.files, ps.replay.applied,
-			        ps.replay.skipped);
+			spw_log(SPW_LOG_NOTICE, 0, "AOF replayed: %" PRIu64 " files, %" PRIu64 " records applied "
+			        "(%" PRIu64 " groups), %" PRIu64 " already in the checkpoint", ps.replay.files,
+			        ps.replay.applied, ps.replay.groups, ps.replay.skipped);
 		next_seq = SPW_MAX(next_seq, ps.replay.max_seq + 1);
 		/* Page writes the replay's page turns claimed go out only with this session's polls:
 		 * move them all on, whatever comes next (nobody else reaps them). */
@@ -747,7 +745,9 @@ void persist_info(struct sbuf *b)
 	          "checkpoint_failures:%" PRIu64 "\r\n"
 	          "checkpoint_last_error:%s\r\n"
 	          "aof_replayed_records:%" PRIu64 "\r\n"
-	          "aof_torn_bytes:%" PRIu64 "\r\n",
+	          "aof_torn_bytes:%" PRIu64 "\r\n"
+	          "aof_replayed_groups:%" PRIu64 "\r\n"
+	          "aof_groups_cut:%" PRIu64 "\r\n",
 	          last.id, last.cut, last.keys, last.index_bytes, last.duration_us, failures, why,
-	          ps.replay.applied, ps.replay.torn_bytes);
+	          ps.replay.applied, ps.replay.torn_bytes, ps.replay.groups, ps.replay.groups_cut);
 }
