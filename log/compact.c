@@ -19,10 +19,11 @@
  *     if the newest version of the key is still src, it is copied to the tail (a CAS on the index
  *     entry the lookup started from, so a write that came in meanwhile wins and the copy is
  *     dropped), or removed when it has expired (a tombstone, counted as an expiry) or when the
- *     pass evicts (cache mode). The copy is the record's own bytes: with a device the lookup takes
- *     the page compaction read as the fetched record when the chain goes cold right at src, so a
- *     live record is read once. A relocation that must wait (a newer record on the device to read
- *     first, no frame) is parked and run again once its read is done; at most CMP_PARK are parked.
+ *     pass evicts (cache mode; never a part: note 8). The copy is the record's own bytes: with a
+ *     device the lookup takes the page compaction read as the fetched record when the chain goes
+ *     cold right at src, so a live record is read once. A relocation that must wait (a newer
+ *     record on the device to read first, no frame, a part's liveness check: note 8) is parked
+ *     and run again once its read is done; at most CMP_PARK are parked.
  *     Tombstones and superseded records are simply not copied: every older version of their key
  *     lies below them, so in the prefix too.
  *
@@ -101,6 +102,43 @@
  *     Statistics stay statistics for the choice (note 3); these figures decide what goes unread,
  *     so every figure errs towards "read it": a record whose CAS fails still counts its expiry.
  *     The segments go by hlog_reclaim as any others (note 5).
+ *
+ *  8. Parts. A part (a record of type HLOG_T_PART: a bucket or a registry of a large collection,
+ *     docs/ARCHITECTURE.md "Collections") is reached only through its collection's head, which the
+ *     store knows nothing of, and it outlives its collection (a DEL of a large hash deletes the
+ *     head only), so its key's newest version may be garbage. Whether it still is reachable is the
+ *     server's to say (hlog_config.part_live); without the check every part is live.
+ *     - The check runs outside the update path. A relocation of a part asks log_relocate with ask:
+ *       the update path finds the newest version as for any record and, when that is still src
+ *       and a live part, hands its value out instead of writing (LOG_RELOCATE_ASK: nothing
+ *       changed, nothing held). The value is copied into the park slot: the record may be a frame
+ *       that an epoch refresh inside the check's reads lets go, or a fetched copy. Store callbacks
+ *       must not call into the store; this check reads, so it is called from here, between two
+ *       runs of the update path, protected and under ckpt_mu as every relocation.
+ *     - Its reads are the relocation's reads: the check gets compaction's session with the op_ctx
+ *       set to the park slot, so a read it makes that goes to the device queues under that slot,
+ *       and HLOG_PENDING parks the slot as "asking" (key and value kept in it). cmp_drain polls
+ *       the session and runs every parked slot again; an asking one runs the check again, whose
+ *       reads the fetch cache now serves (each read in flight is asked for once: a re-run while
+ *       it is still out waits for the same fetch), and hlog_session_release drops them once the
+ *       relocation is done. A check that needs two reads one after the other (the registry, then
+ *       the owner's head) parks twice. With a device the slot keeps the part's record as the scan
+ *       read it, so the copy after a live verdict does not read it again (as note 2's first run).
+ *     - Live (1, or an error: the check errs towards keeping data): log_relocate again without
+ *       ask, the ordinary conditional copy, in which a write that came meanwhile wins. Dead (0):
+ *       not copied, counted (compact_parts_dropped, hlog_compact_info.parts_dropped); Begin's move
+ *       takes it away as it takes superseded records. No tombstone: parts are not in the key count
+ *       (hlog.h, internal keys), and nothing reaches a dead part's key again (a collection id is
+ *       new each time a collection becomes large and never changes owner, so a dead one stays
+ *       dead). A verdict that comes after a park may be about a version superseded meanwhile:
+ *       not copying it is what the pass does with superseded versions anyway.
+ *     - Cache mode never evicts a part (ops.c log_relocate_plan): an evicting pass checks and
+ *       copies parts as a copying one does. Evicting one bucket of a live collection would lose
+ *       members its head still counts; a collection leaves the cache whole, by its head's
+ *       eviction, after which its parts are dead and later passes drop them.
+ *     - Note 7's drop never takes a unit holding a part unread: a part has no expiry, so its write
+ *       counts as a blocker of its unit (log_ustat_write: a value record without an expiry),
+ *       whether or not its key is in the unit's live count; so its liveness is always checked.
  */
 
 #include <errno.h>
@@ -119,12 +157,20 @@
 #define CMP_PARK 64                  /* relocations waiting for a device read at once */
 #define CMP_IO_BYTES (128u << 10)    /* one read of the scan (note 6) */
 
+/* A part's relocation (note 8): not asked yet, its check waiting for a read, or found live. */
+enum { CMP_P_NEW = 0, CMP_P_ASKING, CMP_P_LIVE };
+
 typedef struct cmp_park {
 	bool used;
+	uint8_t rtype;                   /* the record's HLOG_T_* */
+	uint8_t pstate;                  /* CMP_P_* (parts only) */
 	uint64_t src;
 	uint8_t *key;
 	uint32_t klen, kcap;
-	bool internal;                   /* a part's key (ops.c note 5) */
+	log_part_val val;                /* a part's value, as the check sees it (note 8) */
+	uint8_t *rbuf;                   /* with a device, a part parked by its check: its record as */
+	uint64_t rcap;                   /* the scan read it, so that the copy reads it no more (note 8) */
+	bool has_rec;
 } cmp_park;
 
 typedef struct cmp_run {
@@ -281,23 +327,66 @@ static void cmp_fail(cmp_run *c, uint64_t src, int rc)
 		c->err = rc;
 }
 
+/* The liveness check of a part that is still its key's newest version (note 8), its value in
+ * p->val: HLOG_PENDING (p waits, asking), HLOG_OK (dead: dropped, counted) or LOG_RELOCATE_ASK
+ * (live, or the check failed: copy it). */
+static int cmp_part_check(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen)
+{
+	hlog_value v = { .ptr = p->val.buf, .len = p->val.len, .expire_ms = HLOG_NO_EXPIRY, .rtype = HLOG_T_PART,
+	                  .addr = p->src };
+	int rc = c->l->part_live(c->l->part_live_arg, c->s, key, klen, &v);
+	if (rc == HLOG_PENDING) {
+		p->pstate = CMP_P_ASKING;
+		return HLOG_PENDING;
+	}
+	if (rc == 0) {
+		ctr_add(&c->s->compact_parts_dropped, 1);
+		c->out->parts_dropped++;
+		return HLOG_OK;
+	}
+	p->pstate = CMP_P_LIVE;   /* 1, or an error: live */
+	return LOG_RELOCATE_ASK;
+}
+
 /* One run of a relocation for park slot p (its op_ctx): true when it is done (or failed). */
-static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, bool internal,
-		const log_rec *rec)
+static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, const log_rec *rec)
 {
 	hlog_key k;
-	if (internal)
+	if (p->rtype == HLOG_T_PART)   /* a part's key is internal (ops.c note 5) */
 		hlog_key_init_internal(&k, key, klen);
 	else
 		hlog_key_init(&k, key, klen);
 	hlog_session_set_op(c->s, p);
-	int rc = log_relocate(c->s, &k, p->src, c->how, rec);
+	bool ask = p->rtype == HLOG_T_PART && c->l->part_live && p->pstate != CMP_P_LIVE;
+	int rc = p->pstate == CMP_P_ASKING ? LOG_RELOCATE_ASK
+	       : log_relocate(c->s, &k, p->src, c->how, rec, ask ? &p->val : NULL);
+	if (rc == LOG_RELOCATE_ASK && (rc = cmp_part_check(c, p, key, klen)) == LOG_RELOCATE_ASK)
+		rc = log_relocate(c->s, &k, p->src, c->how, rec, NULL);
 	if (rc == HLOG_PENDING)
 		return false;
 	hlog_session_release(c->s, p);
+	p->pstate = CMP_P_NEW;
+	p->has_rec = false;
 	if (rc < 0)
 		cmp_fail(c, p->src, rc);
 	return true;
+}
+
+/* A part whose check parked keeps the record the scan read (rec, with a device): the copy that
+ * follows a live verdict takes it as the fetched record instead of reading it again (note 8).
+ * Without the room for it the copy reads it again: nothing is lost. */
+static void cmp_keep_rec(cmp_park *p, const log_rec *rec)
+{
+	uint64_t size = rec_size(rec, atomic_load_explicit(&((log_rec *)rec)->info, memory_order_relaxed));
+	if (size > p->rcap) {
+		uint8_t *nb = realloc(p->rbuf, size);
+		if (!nb)
+			return;
+		p->rbuf = nb;
+		p->rcap = size;
+	}
+	memcpy(p->rbuf, rec, size);
+	p->has_rec = true;
 }
 
 /* Run the parked relocations again until at most `keep` are left (note 2). */
@@ -310,7 +399,8 @@ static void cmp_drain(cmp_run *c, int keep)
 		int before = c->nparked;
 		for (int i = 0; i < CMP_PARK; i++) {
 			cmp_park *p = &c->park[i];
-			if (p->used && cmp_try(c, p, p->key, p->klen, p->internal, NULL)) {
+			const log_rec *kept = p->has_rec ? (const log_rec *)p->rbuf : NULL;
+			if (p->used && cmp_try(c, p, p->key, p->klen, kept)) {
 				p->used = false;
 				c->nparked--;
 			}
@@ -334,9 +424,9 @@ static void cmp_drain(cmp_run *c, int keep)
 	}
 }
 
-/* Relocate the record at src (key, and with a device the record's bytes as read). */
-static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t klen, bool internal,
-		const log_rec *rec)
+/* Relocate the record at src (key, its type, and with a device the record's bytes as read). */
+static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t klen, uint8_t rtype,
+                         const log_rec *rec)
 {
 	if (c->nparked == CMP_PARK)
 		cmp_drain(c, CMP_PARK - 1);
@@ -345,12 +435,18 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 		if (!c->park[i].used)
 			p = &c->park[i];
 	p->src = src;
-	if (cmp_try(c, p, key, klen, internal, rec))
+	p->rtype = rtype;
+	p->pstate = CMP_P_NEW;
+	p->has_rec = false;
+	if (cmp_try(c, p, key, klen, rec))
 		return;
+	if (rec && p->pstate == CMP_P_ASKING)
+		cmp_keep_rec(p, rec);
 	if (p->kcap < klen) {
 		uint8_t *nk = realloc(p->key, klen);
 		if (!nk) {
 			hlog_session_release(c->s, p);
+			p->pstate = CMP_P_NEW;
 			cmp_fail(c, src, -ENOMEM);
 			return;
 		}
@@ -360,7 +456,6 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 	if (klen)   /* the empty key: p->key may still be NULL */
 		memcpy(p->key, key, klen);
 	p->klen = klen;
-	p->internal = internal;
 	p->used = true;
 	c->nparked++;
 }
@@ -480,7 +575,7 @@ static uint64_t cmp_scan(cmp_run *c, uint64_t from, uint64_t until)
 			if (spans && l->dev && !(rec = cmp_big(c, a, size)))
 				break;
 			uint64_t rinfo = atomic_load_explicit(&((log_rec *)rec)->info, memory_order_relaxed);
-			cmp_relocate(c, a, rec_key(rec, rinfo), rec->key_len, rec_internal(rinfo), l->dev ? rec : NULL);
+			cmp_relocate(c, a, rec_key(rec, rinfo), rec->key_len, rec_type(rinfo), l->dev ? rec : NULL);
 		}
 		a += size;
 	}
@@ -495,8 +590,11 @@ static void cmp_free(cmp_run *c)
 {
 	free(c->page);
 	free(c->big);
-	for (int i = 0; i < CMP_PARK; i++)
+	for (int i = 0; i < CMP_PARK; i++) {
 		free(c->park[i].key);
+		free(c->park[i].val.buf);
+		free(c->park[i].rbuf);
+	}
 }
 
 /* The pass's buffers and device queue (with a device). 0 or -errno with why. */

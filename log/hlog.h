@@ -71,7 +71,9 @@ typedef struct hlog_config {
 	 * once it is in), or < 0 (an error: treated as live). Called from compaction's relocation with
 	 * compaction's own session s; NULL: every part is live. (compact.c note 8: s is protected, its
 	 * op_ctx is the relocation's, so the check's reads are served from its fetch cache when it runs
-	 * again; key and v are compaction's copies, valid for the call.) */
+	 * again; key and v are compaction's copies, valid for the call, v->addr the part's address.
+	 * The check may read (hlog_read, hlog_prefetch) but not write, poll, set the op_ctx, release
+	 * or unprotect s.) */
 	int (*part_live)(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 	void *part_live_arg;
 } hlog_config;
@@ -379,7 +381,8 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(compact_copied_bytes, HLOG_CTR_SUM, "compaction_copied_bytes", "bytes of those copies") \
 	X(evicted_keys,      HLOG_CTR_SUM, NULL, "live keys dropped with their segment (cache mode; INFO evicted_keys)") \
 	X(compact_expired_drop_units, HLOG_CTR_SUM, NULL, "units (segments) compaction dropped unread, every record in them expired (INFO # Store)") \
-	X(compact_expired_drop_bytes, HLOG_CTR_SUM, NULL, "log bytes of those units (INFO # Store compaction_expired_drop_bytes)")
+	X(compact_expired_drop_bytes, HLOG_CTR_SUM, NULL, "log bytes of those units (INFO # Store compaction_expired_drop_bytes)") \
+	X(compact_parts_dropped, HLOG_CTR_SUM, NULL, "parts compaction dropped, hlog_config.part_live having said dead (INFO # Stats compact_parts_dropped)")
 
 /* One row of HLOG_COUNTERS for whoever lists them (INFO, later metrics): off is the field's offset
  * in hlog_info; hlog_counter_count rows, in table order. */
@@ -508,7 +511,8 @@ int hlog_ckpt_check(const char *dir, struct dev *logdev, FILE *out);
  * A pass scans the oldest part of the log [Begin, until) (from the device, or without one from the
  * frames below SafeReadOnly), copies every record that is still the newest version of its key to
  * the tail conditionally (a key written meanwhile keeps its newer value), removes expired ones
- * (counted in expired_keys), and moves Begin past the part. The device's segments below Begin go
+ * (counted in expired_keys), drops the parts hlog_config.part_live says are dead (compact.c note 8;
+ * parts are never evicted), and moves Begin past the part. The device's segments below Begin go
  * once no checkpoint on disk needs them (hlog_reclaim, run by the pass). Only a prefix can go
  * (compact.c note 1): the choice is how far it reaches, by the garbage counted per unit (a device
  * segment, or a page without a device) as records are superseded, deleted and expire.
@@ -517,7 +521,8 @@ int hlog_ckpt_check(const char *dir, struct dev *logdev, FILE *out);
  */
 enum {
 	HLOG_COMPACT_COPY = 0,            /* copy every live record */
-	HLOG_COMPACT_EVICT_ALL = 1,       /* cache mode: delete them instead (counted in evicted_keys) */
+	HLOG_COMPACT_EVICT_ALL = 1,       /* cache mode: delete them instead (counted in evicted_keys);
+	                                   * parts are never evicted (compact.c note 8) */
 	HLOG_COMPACT_EVICT_VOLATILE = 2,  /* delete those with an expiry, copy the others */
 };
 typedef struct hlog_compact_opts {
@@ -535,6 +540,7 @@ typedef struct hlog_compact_info {
 	uint64_t removed_bytes;   /* device space given back (whole segments) */
 	uint64_t dropped_bytes;   /* of end - begin, the log dropped unread: every record expired */
 	uint64_t dropped_keys;    /* of expired, the keys that went with it */
+	uint64_t parts_dropped;   /* parts not copied: hlog_config.part_live said dead */
 	uint64_t duration_us;
 	char why[160];            /* on failure */
 } hlog_compact_info;

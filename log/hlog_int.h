@@ -169,6 +169,8 @@ struct hlog {
 	uint64_t io_chunk;                 /* the largest single request: a power of two, segment-aligned */
 	uint64_t buf_min;                  /* smallest pooled read buffer */
 	bool read_merge;                   /* !hlog_config.no_read_merge (readq.c note 1) */
+	int (*part_live)(void *, hlog_session *, const void *, size_t, const hlog_value *);
+	void *part_live_arg;               /* hlog_config's liveness check of parts (compact.c note 8) */
 
 	/* Markers: read by every operation, written rarely and only by alloc.c (its note 2). */
 	_Atomic uint64_t begin SPW_ALIGNED_CL;
@@ -313,10 +315,17 @@ void log_count_dropped(hlog_session *s, int64_t n);
 
 /* Compaction's conditional copy (ops.c): if the newest version of k is still the record at src,
  * copy it to the tail (LOG_RELOCATE_COPY), or delete it (the EVICT kinds, and an expired one in
- * any case): HLOG_OK. HLOG_NOTFOUND when there is nothing to do (a newer version, a tombstone),
- * HLOG_PENDING (a device read or a frame wait for the session's op_ctx: run it again once ready),
- * or an error. */
+ * any case; never a part): HLOG_OK. HLOG_NOTFOUND when there is nothing to do (a newer version, a
+ * tombstone), HLOG_PENDING (a device read or a frame wait for the session's op_ctx: run it again
+ * once ready), or an error. With ask non-NULL, a live part is left as it is: its value is copied
+ * into *ask and the result is LOG_RELOCATE_ASK (compact.c note 8: the liveness check runs outside
+ * the update path, then the relocation runs again with ask NULL to copy it). */
 enum { LOG_RELOCATE_COPY, LOG_RELOCATE_EVICT_ALL, LOG_RELOCATE_EVICT_VOLATILE };
+enum { LOG_RELOCATE_ASK = 3 };       /* a result, beside HLOG_OK / HLOG_NOTFOUND / HLOG_PENDING */
+typedef struct log_part_val {
+	uint8_t *buf;                    /* owned by the caller (grown by log_relocate, never shrunk) */
+	uint32_t len, cap;
+} log_part_val;
 /* Before device segments go (compact.c note 5): one epoch, then every request the sessions' queues
  * had accepted completes. s: the caller's session, unprotected. false after LOG_QUIESCE_MS. */
 #define LOG_QUIESCE_MS 5000u
@@ -324,7 +333,8 @@ enum { LOG_RELOCATE_COPY, LOG_RELOCATE_EVICT_ALL, LOG_RELOCATE_EVICT_VOLATILE };
 bool log_io_quiesce(hlog *l, hlog_session *s);
 /* rec: the record as compaction read it from the device (or NULL): used as the fetched copy when
  * the chain goes cold right at src, so that it is not read again. */
-int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec);
+int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec,
+                 log_part_val *ask);
 
 /* Visit every record header in [max(BeginAddress, HeadAddress), TailAddress) in address order (the
  * part of the log in memory; a spanning record cut by Head is skipped). Only while no other thread

@@ -80,6 +80,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -315,10 +316,28 @@ int log_update_find(hlog_session *s, const hlog_key *k, const log_op *op, log_up
 	return UPD_NEXT;
 }
 
+/* A live part's value for compaction's liveness check (compact.c note 8): copied out, since R may
+ * be a frame or a fetched copy that the check's own reads must not be able to take away. */
+static int log_relocate_ask(log_part_val *ask, const hlog_value *v)
+{
+	if (v->len > ask->cap) {
+		uint8_t *nb = realloc(ask->buf, v->len);
+		if (!nb)
+			return -ENOMEM;
+		ask->buf = nb;
+		ask->cap = (uint32_t)v->len;
+	}
+	if (v->len)
+		memcpy(ask->buf, v->ptr, v->len);
+	ask->len = (uint32_t)v->len;
+	return LOG_RELOCATE_ASK;
+}
+
 /* Compaction's conditional copy (compact.c note 2): only when the newest version of the key is
  * still the record compaction read (op->src), immutable; a live one is copied to the tail as it is
- * (or, evicting, deleted), an expired one removed. Anything else (a newer version, a tombstone)
- * leaves nothing to do: HLOG_NOTFOUND. */
+ * (or, evicting, deleted: never a part, note 8 there), an expired one removed; a live part whose
+ * liveness compaction asks about (op->ask) is handed out unchanged. Anything else (a newer
+ * version, a tombstone) leaves nothing to do: HLOG_NOTFOUND. */
 static void log_relocate_plan(const log_op *op, log_upd *u)
 {
 	u->result = HLOG_NOTFOUND;
@@ -328,8 +347,13 @@ static void log_relocate_plan(const log_op *op, log_upd *u)
 		u->plan.action = HLOG_RMW_DELETE;
 		u->result = HLOG_OK;
 	} else if (u->st == ST_LIVE) {
-		bool evict = op->how == LOG_RELOCATE_EVICT_ALL ||
-		             (op->how == LOG_RELOCATE_EVICT_VOLATILE && u->old.expire_ms != HLOG_NO_EXPIRY);
+		bool part = u->old.rtype == HLOG_T_PART;
+		if (part && op->ask) {
+			u->result = log_relocate_ask(op->ask, &u->old);
+			return;
+		}
+		bool evict = !part && (op->how == LOG_RELOCATE_EVICT_ALL ||
+		             (op->how == LOG_RELOCATE_EVICT_VOLATILE && u->old.expire_ms != HLOG_NO_EXPIRY));
 		u->plan.action = evict ? HLOG_RMW_DELETE : HLOG_RMW_WRITE;
 		u->plan.new_len = u->old.len;
 		u->plan.expire_ms = u->old.expire_ms;
@@ -618,9 +642,10 @@ int hlog_rmw(hlog_session *s, const hlog_key *k, const hlog_rmw_ops *ops, void *
 	return log_update(s, k, &op);
 }
 
-int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec)
+int log_relocate(hlog_session *s, const hlog_key *k, uint64_t src, int how, const log_rec *rec,
+                 log_part_val *ask)
 {
-	log_op op = { .kind = OP_RELOCATE, .how = how, .src = src, .src_rec = rec };
+	log_op op = { .kind = OP_RELOCATE, .how = how, .src = src, .src_rec = rec, .ask = ask };
 	return log_update(s, k, &op);
 }
 

@@ -19,6 +19,7 @@ typedef struct log_op {
 	int how;                     /* OP_RELOCATE: LOG_RELOCATE_* */
 	uint64_t src;                /* OP_RELOCATE: the record compaction found */
 	const log_rec *src_rec;      /* OP_RELOCATE: its bytes as compaction read them, or NULL */
+	log_part_val *ask;           /* OP_RELOCATE: a live part's value goes here (LOG_RELOCATE_ASK) */
 	const hlog_rmw_ops *ops;     /* OP_RMW */
 	void *ctx;
 	const void *val;             /* OP_UPSERT */

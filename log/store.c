@@ -100,6 +100,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	l->window_mask = l->mem_bytes - 1;
 	l->dev = cfg->dev;
 	l->index_max = cfg->index_max_bytes;
+	l->part_live = cfg->part_live;
+	l->part_live_arg = cfg->part_live_arg;
 	l->index_pct = cfg->index_resize_pct > 0 ? cfg->index_resize_pct : LOG_INDEX_RESIZE_PCT;
 	if (l->dev) {
 		dev *d = l->dev;

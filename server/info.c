@@ -371,11 +371,13 @@ static void info_stats(sbuf *b)
 	          "instantaneous_input_kbps:%.2f\r\n"
 	          "instantaneous_output_kbps:%.2f\r\n"
 	          "evicted_keys:%llu\r\n"
+	          "compact_parts_dropped:%llu\r\n"
 	          "pubsub_channels:0\r\n"
 	          "pubsub_patterns:0\r\n"
 	          "workers:%d\r\n",
 	          (unsigned long long)(rate.ops + 0.5), rate.in_kbps, rate.out_kbps,
-	          (unsigned long long)hi.evicted_keys, g_srv.nworkers);
+	          (unsigned long long)hi.evicted_keys,
+	          (unsigned long long)(hi.compact_parts_dropped - tier_base.compact_parts_dropped), g_srv.nworkers);
 	for (int i = 0; i < g_srv.nworkers; i++)
 		sb_printf(b, "worker_%d_busy_pct:%.2f\r\n", i, rate.busy_pct ? rate.busy_pct[i] : 0.0);
 	if (g_srv.dev)

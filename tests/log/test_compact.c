@@ -2,8 +2,9 @@
  * test_compact.c - compaction of a memory-only log (log/compact.c without a device): the pass
  * copies the live records of the oldest pages, Begin and Head move, the frames below are given
  * back, so that a store overwritten many times over its memory keeps taking writes; the choice by
- * garbage share; and compaction racing FLUSHALL never brings a flushed key back. The device side
- * is in compact_suite.h (every tier backend).
+ * garbage share; compaction racing FLUSHALL never brings a flushed key back; and the liveness
+ * check of parts drops the dead ones (compact.c note 8). The device side is in compact_suite.h
+ * and parts_suite.h (every tier backend).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,131 @@ static void test_memory_only_log_compacted_keeps_taking_overwrites(void **state)
 		expect_version(s, i, R);
 	hlog_session_unprotect(s);
 	assert_int_equal(hlog_key_count(l), (uint64_t)N);
+	hlog_session_close(s);
+	hlog_close(l);
+}
+
+/* Compaction's liveness check of parts (compact.c note 8) without a device: part j's value names
+ * its owner, the head "mh:<owner>"; the check reads it on compaction's session (never pending
+ * here: everything is in memory) and says live while it exists. */
+typedef struct mp_check {
+	uint64_t calls, live, dead, other;
+} mp_check;
+
+static void mp_count(void *ctx, const hlog_value *v)
+{
+	(void)v;
+	(*(int *)ctx)++;
+}
+
+static int mp_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v)
+{
+	mp_check *c = arg;
+	uint64_t owner;
+	int n = 0;
+	c->calls++;
+	if (klen < 3 || memcmp(key, "mp:", 3) != 0 || v->len != VLEN) {
+		c->other++;
+		return 1;
+	}
+	memcpy(&owner, v->ptr, sizeof(owner));
+	test_key t;
+	test_key_make(&t, "mh", (int)owner);
+	int rc = hlog_read(s, &t.k, mp_count, &n);
+	c->live += rc == HLOG_OK;
+	c->dead += rc == HLOG_NOTFOUND;
+	c->other += rc != HLOG_OK && rc != HLOG_NOTFOUND;
+	return rc == HLOG_OK ? 1 : rc == HLOG_NOTFOUND ? 0 : rc;
+}
+
+static void mp_key(test_key *t, int j)
+{
+	test_key_make(t, "mp", j);
+	hlog_key_init_internal(&t->k, t->buf, t->k.len);
+}
+
+/* 2000 parts of 100 owners, the odd owners deleted, filler behind: a pass over the parts drops
+ * those of the odd owners (counted) and copies the others, which read their values. */
+static void test_memory_only_compaction_drops_dead_parts(void **state)
+{
+	(void)state;
+	enum { P = 2000, H = 100, FILL = 3000 };
+	mp_check c = { 0 };
+	hlog_config cfg = log_test_config(PAGES * PAGE, PAGE, 10);
+	cfg.index_bytes = 256 * 1024;
+	cfg.part_live = mp_live;
+	cfg.part_live_arg = &c;
+	hlog *l;
+	hlog_session *s;
+	assert_int_equal(hlog_open(&l, &cfg), 0);
+	assert_int_equal(hlog_session_open(l, &s), 0);
+	hlog_session_set_now(s, 1000000);
+	uint8_t val[VLEN];
+	hlog_session_protect(s);
+	for (int j = 0; j < P; j++) {
+		test_key t;
+		mp_key(&t, j);
+		uint64_t owner = (uint64_t)(j % H);
+		val_of(j, 1, val);
+		memcpy(val, &owner, sizeof(owner));
+		assert_int_equal(hlog_upsert_typed(s, &t.k, val, VLEN, HLOG_NO_EXPIRY, HLOG_T_PART), HLOG_OK);
+	}
+	uint64_t parts_end = info_of(l).tail;
+	for (int h = 0; h < H; h++) {
+		test_key t;
+		test_key_make(&t, "mh", h);
+		assert_int_equal(hlog_upsert(s, &t.k, "head", 4, HLOG_NO_EXPIRY), HLOG_OK);
+	}
+	for (int h = 1; h < H; h += 2) {
+		test_key t;
+		test_key_make(&t, "mh", h);
+		assert_int_equal(hlog_delete(s, &t.k), HLOG_OK);
+	}
+	for (int i = 0; i < FILL; i++) {
+		assert_int_equal(put(s, i, 1), HLOG_OK);
+		hlog_session_refresh(s);   /* SafeReadOnly follows ReadOnly by an epoch action */
+	}
+	hlog_session_unprotect(s);
+	hlog_space sp;
+	hlog_space_get(l, &sp);
+	fprintf(stderr, "parts end %llu limit %llu tail %llu\n", (unsigned long long)parts_end,
+	        (unsigned long long)sp.limit, (unsigned long long)sp.tail);
+	assert_true(sp.limit >= parts_end);
+
+	hlog_session *cs;
+	assert_int_equal(hlog_session_open(l, &cs), 0);
+	hlog_compact_opts o = { .until = parts_end, .mode = HLOG_COMPACT_COPY };
+	hlog_compact_info ci;
+	assert_int_equal(hlog_compact(l, cs, &o, &ci), 0);
+	hlog_session_close(cs);
+	assert_true(ci.end >= parts_end);
+	assert_int_equal(c.other, 0);
+	assert_int_equal(c.calls, P);
+	assert_int_equal(c.dead, P / 2);
+	assert_int_equal(ci.parts_dropped, P / 2);
+	assert_int_equal(ci.copied, P / 2);
+	assert_int_equal(info_of(l).compact_parts_dropped, P / 2);
+	hlog_session_protect(s);
+	for (int j = 0; j < P; j++) {
+		test_key t;
+		mp_key(&t, j);
+		read_buf b = { .len = 0 };
+		int rc = hlog_read(s, &t.k, copy_fn, &b);
+		if ((j % H) % 2) {
+			assert_int_equal(rc, HLOG_NOTFOUND);
+			continue;
+		}
+		assert_int_equal(rc, HLOG_OK);
+		uint64_t owner = (uint64_t)(j % H);
+		val_of(j, 1, val);
+		memcpy(val, &owner, sizeof(owner));
+		assert_int_equal(b.len, VLEN);
+		assert_memory_equal(b.data, val, VLEN);
+	}
+	for (int i = 0; i < FILL; i++)
+		expect_version(s, i, 1);
+	hlog_session_unprotect(s);
+	assert_int_equal(hlog_key_count(l), (uint64_t)(H / 2 + FILL));
 	hlog_session_close(s);
 	hlog_close(l);
 }
@@ -291,6 +417,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_memory_only_log_compacted_keeps_taking_overwrites),
+		cmocka_unit_test(test_memory_only_compaction_drops_dead_parts),
 		cmocka_unit_test(test_choice_follows_the_garbage_share),
 		cmocka_unit_test(test_compaction_racing_flushall_brings_nothing_back),
 		cmocka_unit_test(test_full_scans_racing_compaction_see_every_key_once),

@@ -51,6 +51,7 @@ typedef struct tier {
 	store_env env;
 	tsess ts;
 	model m, other;
+	void *arg;                   /* the test's own state (parts_suite.h: its liveness check's) */
 } tier;
 
 /* A store's shape: memory pages of TIER_PAGE bytes, index bytes, 90% mutable; with a session or
@@ -59,18 +60,22 @@ typedef struct tier_shape {
 	uint64_t pages;
 	uint64_t index_bytes;
 	bool session;
+	/* hlog_config.part_live, its arg the fixture's tier (NULL: none) */
+	int (*part_live)(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 } tier_shape;
 
-static const tier_shape tier_default = { 8, 1 * MIB, true };
-static const tier_shape tier_small_index = { 8, 4 * KIB, true };   /* few index entries: long chains */
-static const tier_shape tier_huge = { (TIER_BIG_VALUE + 16 * MIB) / TIER_PAGE, 1 * MIB, true };
-static const tier_shape tier_no_session = { 8, 1 * MIB, false };
+static const tier_shape tier_default = { 8, 1 * MIB, true, NULL };
+static const tier_shape tier_small_index = { 8, 4 * KIB, true, NULL };   /* few index entries: long chains */
+static const tier_shape tier_huge = { (TIER_BIG_VALUE + 16 * MIB) / TIER_PAGE, 1 * MIB, true, NULL };
+static const tier_shape tier_no_session = { 8, 1 * MIB, false, NULL };
 
 static void tier_open(tier *f, const tier_shape *shape)
 {
 	memset(f, 0, sizeof(*f));
 	hlog_config c = log_test_config(shape->pages * TIER_PAGE, TIER_PAGE, 90);
 	c.index_bytes = shape->index_bytes;
+	c.part_live = shape->part_live;
+	c.part_live_arg = f;
 	store_env_open(&f->env, TIER_TYPE, TIER_DIR, 0, &c);
 	if (shape->session)
 		tsess_open(&f->ts, f->env.l);
@@ -569,9 +574,11 @@ static void test_tier_spanning_records_back_to_back_evict_each_other(void **stat
 }
 
 #include "compact_suite.h"
+#include "parts_suite.h"
 
 #define TIER_TESTS \
 	COMPACT_TESTS, \
+	PARTS_TESTS, \
 	TIER_TEST(test_tier_store_larger_than_memory_matches_a_model), \
 	TIER_TEST_SHAPED(test_tier_keys_sharing_a_tag_are_told_apart_by_chain_walks_on_the_device, tier_small_index), \
 	TIER_TEST(test_tier_ready_callback_runs_exactly_once_per_pending_op), \
