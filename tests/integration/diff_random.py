@@ -636,9 +636,6 @@ def round_run(rnd, seed, n, fams, redis, spw):
 	return None
 
 
-# ---------------- checks of the harness itself ----------------
-
-
 def config_set(servers, config):
 	"""CONFIG SET each (name, value) on every server; the old values, as (name, value) pairs of the
 	first server's CONFIG GET, to restore after."""
@@ -697,6 +694,9 @@ def rounds_of_seeds(rnd, seeds, n, fams, redis, spw):
 			    (rnd, name, "is missing" if grew is None else "did not grow"))
 			ok = False
 	return ok
+
+
+# ---------------- checks of the harness itself ----------------
 
 
 def unit_checks():
