@@ -4,7 +4,10 @@
 #
 # Both servers get the same hash "bh" of FIELDS fields f:%012d (the names redis-benchmark's
 # __rand_int__ makes with -r FIELDS) and set "bs" of FIELDS members m:%012d, loaded by one pipeline
-# (HSET/SADD of 1,000 at a time through redis-cli --pipe; the load time of each is printed). Then,
+# (HSET/SADD of LOAD_BATCH at a time through redis-cli --pipe; the load time of each is printed;
+# LOAD_BATCH=1 by default: spillway-server's multi-member writes to a large collection cost more per
+# member than single ones at this commit, 21 s against 2.8 s for 50,000 fields in batches of 1,000
+# and of 1). Then,
 # for each command at -P 16 (N16 requests) and -P 1 (N1 requests), 50 clients:
 #     HSET bh n:__rand_int__ v   (-r 100000000: new fields)    HSET bh f:__rand_int__ v  (existing)
 #     HGET bh f:__rand_int__     SADD bs n:__rand_int__ (new)   SISMEMBER bs m:__rand_int__
@@ -13,7 +16,7 @@
 #     command|P|spillway req/s|redis req/s|throughput ratio|spillway CPU s/1M|redis CPU s/1M|CPU ratio
 # and, at the end, INFO's coll_* counters of spillway-server (the runs took the large layout).
 #
-#   FIELDS=1000000 N16=400000 N1=60000 ORDER="r s" tools/bench-coll-large.sh
+#   FIELDS=1000000 N16=100000 N1=20000 LOAD_BATCH=1 ORDER="r s" tools/bench-coll-large.sh
 #   SPW_BIN=build/bin/spillway-server SPW_FLAGS="--coll-record-max 4096"
 #
 # CPU figures have the kernel's tick resolution (CLK_TCK, usually 10 ms): a run of 2-3 s gives about
@@ -24,8 +27,9 @@ cd "$(dirname "$0")/.."
 . tools/lib.sh
 
 FIELDS=${FIELDS:-1000000}
-N16=${N16:-400000}
-N1=${N1:-60000}
+N16=${N16:-100000}
+N1=${N1:-20000}
+LOAD_BATCH=${LOAD_BATCH:-1}
 ORDER=${ORDER:-"r s"}
 SPW_BIN=${SPW_BIN:-build/bin/spillway-server}
 SPW_FLAGS=${SPW_FLAGS:-}
@@ -54,10 +58,10 @@ now() { date +%s.%N; }
 # ratio A B [FMT]: A / B, "-" when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2fx}" 'BEGIN { if (b > 0) printf f, a / b; else printf "-" }'; }
 
-# The loader's protocol: HSET bh f:... v ... and SADD bs m:... ..., 1,000 fields or members each.
-awk -v n="$FIELDS" 'BEGIN {
-	for (i = 0; i < n; i += 1000) {
-		k = (n - i < 1000) ? n - i : 1000
+# The loader's protocol: HSET bh f:... v ... and SADD bs m:... ..., LOAD_BATCH fields or members each.
+awk -v n="$FIELDS" -v b="$LOAD_BATCH" 'BEGIN {
+	for (i = 0; i < n; i += b) {
+		k = (n - i < b) ? n - i : b
 		printf "*%d\r\n$4\r\nHSET\r\n$2\r\nbh\r\n", 2 + 2 * k
 		for (j = i; j < i + k; j++) printf "$14\r\nf:%012d\r\n$5\r\nv%04d\r\n", j, j % 10000
 		printf "*%d\r\n$4\r\nSADD\r\n$2\r\nbs\r\n", 2 + k
