@@ -332,8 +332,8 @@ static void cmp_fail(cmp_run *c, uint64_t src, int rc)
  * (live, or the check failed: copy it). */
 static int cmp_part_check(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen)
 {
-	hlog_value v = { .ptr = p->val.buf, .len = p->val.len, .expire_ms = HLOG_NO_EXPIRY, .rtype = HLOG_T_PART,
-	                  .addr = p->src };
+	hlog_value v = { .ptr = p->val.buf, .len = p->val.len, .expire_ms = HLOG_NO_EXPIRY,
+	                 .rtype = HLOG_T_PART, .addr = p->src };
 	int rc = c->l->part_live(c->l->part_live_arg, c->s, key, klen, &v);
 	if (rc == HLOG_PENDING) {
 		p->pstate = CMP_P_ASKING;
@@ -372,8 +372,8 @@ static bool cmp_try(cmp_run *c, cmp_park *p, const uint8_t *key, uint32_t klen, 
 	return true;
 }
 
-/* A part whose check parked keeps the record the scan read (rec, with a device): the copy that
- * follows a live verdict takes it as the fetched record instead of reading it again (note 8).
+/* A part parked by its check (or by the copy after it) keeps the record the scan read (rec, with
+ * a device): the copy takes it as the fetched record instead of reading it again (note 8).
  * Without the room for it the copy reads it again: nothing is lost. */
 static void cmp_keep_rec(cmp_park *p, const log_rec *rec)
 {
@@ -440,7 +440,7 @@ static void cmp_relocate(cmp_run *c, uint64_t src, const uint8_t *key, uint32_t 
 	p->has_rec = false;
 	if (cmp_try(c, p, key, klen, rec))
 		return;
-	if (rec && p->pstate == CMP_P_ASKING)
+	if (rec && p->pstate != CMP_P_NEW)   /* a part parked by its check or after it */
 		cmp_keep_rec(p, rec);
 	if (p->kcap < klen) {
 		uint8_t *nk = realloc(p->key, klen);

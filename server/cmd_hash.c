@@ -47,8 +47,10 @@
  *     edit buffer as note 4 says, since each change moves the offsets of the next.
  * 10. A large hash (server/coll_large.c): HGET, HMGET, HEXISTS, HSTRLEN read the buckets of their
  *     fields, HLEN the head's count; every write here is a point write on the buckets of its
- *     fields; the rest (HGETALL, HKEYS, HVALS, HRANDFIELD, HSCAN) get the whole hash assembled in
- *     bucket order. The code below sees a listpack either way.
+ *     fields; the rest (HGETALL, HKEYS, HVALS, HRANDFIELD) get the whole hash assembled in
+ *     bucket order. The code below sees a listpack either way. HSCAN walks a large hash by
+ *     buckets (coll_large.c note 8): the cursor is the next bucket, each call answers whole
+ *     buckets, about COUNT fields, so no field present throughout is missed.
  */
 #include "server/server_int.h"
 
@@ -123,8 +125,8 @@ static int hash_lookup(client *c, hash_read_fn *fn, void *arg)
 }
 
 /* A large hash (note 10): the buckets of the fields argv[2..], or its count. */
-static const coll_hint hint_fields = { COLL_HINT_MEMBERS, 2, 1 };
-static const coll_hint hint_count = { COLL_HINT_COUNT, 0, 0 };
+static const coll_hint hint_fields = { .mode = COLL_HINT_MEMBERS, .first = 2, .step = 1 };
+static const coll_hint hint_count = { .mode = COLL_HINT_COUNT, .first = 0, .step = 0 };
 
 /* Start an edit's fn: the current listpack (checked, note 8) or an empty one in the edit
  * buffer. */
@@ -712,6 +714,7 @@ struct hscan_ctx {
 	size_t plen;
 	bool use_pat;
 	const char *err;           /* an option error, replied once the key is found (Redis's order) */
+	const coll_hint *hint;     /* a large hash's buckets (note 10): hint->next is the cursor */
 };
 
 static bool hscan_match(const struct hscan_ctx *x, const uint8_t *f)
@@ -734,7 +737,9 @@ static void hscan_body(client *c, const coll_view *v, void *arg)
 		reply_error(c, x->err);
 		return;
 	}
-	if (v->enc != CENC_LISTPACK) {   /* by position (note 5) */
+	if (v->large) {                  /* whole buckets (note 10) */
+		next = x->hint->next;
+	} else if (v->enc != CENC_LISTPACK) {   /* by position (note 5) */
 		from = x->cursor < n ? x->cursor : n;
 		to = n - from > (unsigned long long)x->count ? from + (unsigned long long)x->count : n;
 		next = to < n ? to : 0;
@@ -777,7 +782,9 @@ void cmd_hscan(client *c)
 		return;
 	}
 	hscan_opts(c, &x);
-	if (hash_lookup(c, hscan_body, &x) != 0)
+	coll_hint h = { .mode = COLL_HINT_SCAN, .cursor = x.cursor, .count = x.count };
+	x.hint = &h;
+	if (hash_lookup_hint(c, hscan_body, &x, &h) != 0)
 		return;
 	resp_write_array_len(&c->out, 2);   /* Redis's shared.emptyscan */
 	reply_bulk(c, cbuf, spw_fmt_ll(cbuf, 0));

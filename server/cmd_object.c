@@ -59,7 +59,8 @@ static void obj_read_fn(void *ctx, const struct coll_view *view, const hlog_valu
 /* The key's value, or a nil reply (false) when it is absent or the read failed. */
 static bool obj_lookup(client *c, const resp_slice *key, struct obj_read *o)
 {
-	static const coll_hint head = { COLL_HINT_HEAD, 0, 0 };   /* a large one: its head alone */
+	/* a large collection: its head alone */
+	static const coll_hint head = { .mode = COLL_HINT_HEAD, .first = 0, .step = 0 };
 	int rc = coll_read_hint(c, key, 0, &head, obj_read_fn, o);
 	if (reply_store_failed(c, rc))
 		return false;

@@ -188,7 +188,7 @@ void cmd_srem(client *c) { set_count_edit(c, srem_fn, false); }
 /* ---------------- SCARD, SISMEMBER, SMISMEMBER, SMEMBERS ---------------- */
 
 /* A large set (note 6): the buckets of the members argv[2..]. */
-static const coll_hint set_hint_members = { COLL_HINT_MEMBERS, 2, 1 };
+static const coll_hint set_hint_members = { .mode = COLL_HINT_MEMBERS, .first = 2, .step = 1 };
 
 static void scard_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 {
@@ -198,7 +198,7 @@ static void scard_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 
 void cmd_scard(client *c)
 {
-	static const coll_hint count = { COLL_HINT_COUNT, 0, 0 };
+	static const coll_hint count = { .mode = COLL_HINT_COUNT, .first = 0, .step = 0 };
 	int rc = coll_read_hint(c, &c->argv[1], COLL_SET, &count, scard_cb, c);
 	if (!set_lookup_failed(c, rc) && rc == HLOG_NOTFOUND)
 		reply_int(c, 0);

@@ -37,6 +37,11 @@
  *     small collection is the same path with the small record as the expected old head: the edit
  *     runs again on a copy of it, under the latch, and the group's head plan checks that the
  *     small record's bytes are unchanged.
+ *  8. HSCAN of a large hash walks buckets in increasing number, whole buckets per call (about
+ *     COUNT entries' worth), the cursor being the next bucket and 0 at the end. Buckets only split,
+ *     never merge, and a split moves a member from bucket s up to s + 2^level, so a member's
+ *     bucket number only grows: a member present throughout is either in a bucket at or past the
+ *     cursor or was in the bucket a call answered, so it is returned at least once.
  *  7. A cid belongs to one user key for its life (RENAME, COPY, DUMP read a large collection
  *     whole and write a small record: coll_large_flat), which is what makes liveness decidable
  *     from the registry part: cid|R names the owner; a part is live iff the owner's head is large
@@ -237,6 +242,30 @@ static long buckets_pick(client *c, const coll_head *h, int first, int step)
 	return (long)n;
 }
 
+/* Note 8: the buckets of a scan step into t_bs: from the cursor on, enough whole buckets for
+ * about hint->count entries at the collection's mean per bucket (1..1024 of them; all of them
+ * from cursor 0 when the collection has at most COUNT members); hint->next is the bucket after
+ * them, 0 past the last. A cursor past the end picks none. */
+static long buckets_scan(const coll_head *h, coll_hint *hint)
+{
+	uint64_t nb = coll_bucket_count(h), per = h->count / nb + 1, want;
+	hint->next = 0;
+	if (hint->cursor >= nb)
+		return 0;
+	want = ((uint64_t)hint->count + per - 1) / per;
+	want = want < 1 ? 1 : want > 1024 ? 1024 : want;
+	if (h->count <= (uint64_t)hint->count && hint->cursor == 0)
+		want = nb;   /* all of it fits one call: one answer with cursor 0, as Redis's dict gives */
+	if (want > nb - hint->cursor)
+		want = nb - hint->cursor;
+	if (arrays_reserve(want) < 0)
+		return -ENOMEM;
+	for (uint64_t j = 0; j < want; j++)
+		t_bs[j] = hint->cursor + j;
+	hint->next = hint->cursor + want < nb ? hint->cursor + want : 0;
+	return (long)want;
+}
+
 /* ---------------- the head plan (note 3) ---------------- */
 
 struct head_plan {
@@ -318,8 +347,11 @@ int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hin
 		fn(ctx, &view, &hr.hv);
 		goto out;
 	}
-	if ((n = buckets_pick(c, &hr.h, mode == COLL_HINT_MEMBERS ? hint->first : 0,
-	                      hint ? hint->step : 1)) < 0) {
+	if (mode == COLL_HINT_SCAN)
+		n = buckets_scan(&hr.h, (coll_hint *)hint);
+	else
+		n = buckets_pick(c, &hr.h, mode == COLL_HINT_MEMBERS ? hint->first : 0, hint ? hint->step : 1);
+	if (n < 0) {
 		rc = (int)n;
 		goto out;
 	}
@@ -362,7 +394,7 @@ static void flat_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 int coll_large_flat(client *c, const hlog_key *k, const uint8_t **val, size_t *len)
 {
 	struct flat_ctx f = { 0 };
-	coll_hint h = { COLL_HINT_WHOLE, 0, 1 };
+	coll_hint h = { .mode = COLL_HINT_WHOLE, .first = 0, .step = 1 };
 	int rc;
 	rc = coll_large_read(c, k, 0, &h, flat_cb, &f);   /* COLL_E_RESTART: no longer large */
 	if (rc == HLOG_OK && f.rc)

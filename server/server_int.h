@@ -636,10 +636,16 @@ typedef void (*coll_read_fn)(void *ctx, const struct coll_view *view, const hlog
 /* What of a large collection a read needs (coll_large.c note 1): the whole collection, the
  * buckets of its member arguments argv[first], argv[first + step], ... (a view of just those),
  * its count (view->large->count, an empty payload), or its head alone (TYPE, OBJECT, MEMORY). */
-enum { COLL_HINT_WHOLE = 0, COLL_HINT_MEMBERS = 1, COLL_HINT_COUNT = 2, COLL_HINT_HEAD = 3 };
+enum { COLL_HINT_WHOLE = 0, COLL_HINT_MEMBERS = 1, COLL_HINT_COUNT = 2, COLL_HINT_HEAD = 3,
+       COLL_HINT_SCAN = 4 };
 typedef struct coll_hint {
 	int mode;
 	int first, step;
+	/* COLL_HINT_SCAN (HSCAN, coll_large.c note 8): the buckets from cursor on, whole ones, about
+	 * count entries' worth (at least one bucket); next: the bucket after them, 0 at the end
+	 * (set by the read) */
+	unsigned long long cursor, next;
+	long long count;
 } coll_hint;
 /* Read key as a collection of type (COLL_*), or of any type, strings included, when type is 0.
  * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error.

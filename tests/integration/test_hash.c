@@ -111,9 +111,9 @@ static void test_hrandfield_replies_have_redis_properties(void **state)
 	itest_conn_close(&c);
 }
 
-/* ---------------- HSCAN by position ---------------- */
+/* ---------------- HSCAN of a large hash: by buckets ---------------- */
 
-static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **state)
+static void test_hscan_walks_a_large_hash_by_buckets_to_the_end(void **state)
 {
 	(void)state;
 	itest_conn c;
@@ -131,7 +131,7 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 		snprintf(cur, sizeof(cur), "%.*s", (int)(strchr(p, '\r') - p), p);
 		itest_strs_parse(strchr(p, '\n') + 1, &s);
 		free(r);
-		assert_true(s.n <= 200 && s.n % 2 == 0);
+		assert_true(s.n % 2 == 0);
 		for (int i = 0; i < s.n; i += 2) {
 			int f = atoi(s.v[i] + 1);
 			assert_false(seen[f]);
@@ -142,7 +142,8 @@ static void test_hscan_walks_a_hashtable_hash_by_position_to_the_end(void **stat
 		calls++;
 	} while (strcmp(cur, "0") != 0 && calls < 100);
 	assert_int_equal(total, 600);
-	assert_int_equal(calls, 6);    /* 100 fields a call: the cursor is the position */
+	/* A large hash (server/coll_large.c note 8): whole buckets a call, about 100 fields. */
+	assert_true(calls >= 3 && calls <= 20);
 	/* MATCH filters the fields visited; a cursor past the end is the end. */
 	char *r = itest_call(&c, "HSCAN", "scan:big", "0", "COUNT", "600", "MATCH", "f1?", NULL);
 	assert_true(strncmp(r, "*2\r\n$1\r\n0\r\n", 11) == 0);
@@ -275,7 +276,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hrandfield_replies_have_redis_properties),
-		cmocka_unit_test(test_hscan_walks_a_hashtable_hash_by_position_to_the_end),
+		cmocka_unit_test(test_hscan_walks_a_large_hash_by_buckets_to_the_end),
 		cmocka_unit_test(test_hash_reads_count_keyspace_hits_and_misses_as_redis),
 	};
 	const struct CMUnitTest tier[] = {
