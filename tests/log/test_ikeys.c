@@ -186,6 +186,21 @@ static void ik_both_namespaces(ik *f, bool device)
 	assert_int_equal(hlog_key_count(f->l), 1);
 	if (device) {
 		ik_push_below_head(f, info_of(f->l).tail);
+		/* hlog_prefetch of the internal key reads its record (and then serves it from the cache). */
+		int tag;
+		hlog_session_set_op(f->s, &tag);
+		assert_int_equal(hlog_prefetch(f->s, &xk), HLOG_PENDING);
+		int rc, rounds = 0;
+		while ((rc = hlog_prefetch(f->s, &xk)) == HLOG_PENDING) {
+			assert_true(++rounds < 100000);
+			hlog_session_poll(f->s);
+			store_fd_wait(f->fd, 5);
+		}
+		assert_int_equal(rc, HLOG_OK);
+		read_buf pb = { .calls = 0 };
+		assert_int_equal(hlog_read(f->s, &xk, read_copy_fn, &pb), HLOG_OK);   /* no wait now */
+		assert_memory_equal(pb.data, "part", 4);
+		hlog_session_release(f->s, &tag);
 		uint64_t found0 = info_of(f->l).pending_found;
 		assert_true(ik_is(f, &xk, "part"));   /* read back from the device */
 		assert_true(ik_is(f, &uk, "user"));
