@@ -216,13 +216,15 @@ static void test_tier_compaction_drops_dead_parts_and_copies_live_ones(void **st
 	assert_int_equal(c.live, PT_P / 2);
 	/* The parked path ran: checks went pending on a head on the device and completed (each part
 	 * decided once, after its reads). */
-	assert_true(c.pending > 0);
 	assert_int_equal(c.calls, PT_P + c.pending);
 	hlog_info i1 = info_of(f->env.l);
 	assert_int_equal(i1.compact_parts_dropped - i0.compact_parts_dropped, PT_P / 2);
-	/* The only reads besides the pass's pages: the checks' (the copy after a parked check took the
-	 * part's record as the scan read it). */
-	assert_int_equal(i1.pending_reads - i0.pending_reads, c.pending);
+	/* The only reads besides the pass's pages: one fetch per live part's check, of its head on the
+	 * device (a dead one's head is a tombstone in memory; a check run again while its read is
+	 * still out waits for the same fetch; the copy after a parked check took the part's record as
+	 * the scan read it). */
+	assert_true(c.pending >= PT_P / 2);
+	assert_int_equal(i1.pending_reads - i0.pending_reads, PT_P / 2);
 	pt_check_all(f, false);
 }
 
