@@ -76,11 +76,9 @@ class Store:
 		return self.r
 
 	def shutdown(self):
-		"""SHUTDOWN (a checkpoint first) and the exit status, which must be 0."""
-		try:
-			self.r.shutdown()
-		except (redis.exceptions.ConnectionError, redis.exceptions.ResponseError):
-			pass
+		"""SHUTDOWN (a checkpoint first) and the exit status, which must be 0. An error reply (the
+		checkpoint failed) raises."""
+		self.r.shutdown()   # returns once the connection closes
 		self.r.connection_pool.disconnect()
 		rc = self.srv.proc.wait(60)
 		self.srv.stop()
@@ -95,10 +93,11 @@ class Store:
 		return rc
 
 	def close(self, passed):
-		if self.srv is not None and self.srv.proc.poll() is None:
+		if self.srv is not None:
 			if not passed:
 				self.srv.log_dump()
-			self.srv.stop()
+			if self.srv.proc.poll() is None:
+				self.srv.stop()
 		if passed:
 			shutil.rmtree(self.data, ignore_errors=True)
 		else:
