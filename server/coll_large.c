@@ -50,6 +50,7 @@
 #include "server/server_int.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -74,6 +75,52 @@ static __thread hlog_group_part *t_parts;
 static __thread uint8_t (*t_keys)[COLL_BUCKET_KEY_BYTES];
 static __thread size_t t_cap;
 static __thread uint64_t t_rng;
+static __thread lp_buf t_small;        /* the conversion's copy of the small record */
+static __thread bool t_keyed;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bufs_key;
+
+#define BUF_KEEP (1u << 20)
+
+static lp_buf *t_bufs_of(int i)
+{
+	lp_buf *const all[] = { &t_old, &t_sub, &t_route, &t_out, &t_two, &t_flat, &t_small };
+	return i < (int)(sizeof(all) / sizeof(all[0])) ? all[i] : NULL;
+}
+
+/* The thread's buffers go when it exits (the key's destructor runs on it). */
+static void bufs_destroy(void *unused)
+{
+	(void)unused;
+	for (int i = 0; t_bufs_of(i); i++)
+		lp_buf_free(t_bufs_of(i));
+	free(t_bs);
+	free(t_oo);
+	free(t_no);
+	free(t_parts);
+	free(t_keys);
+	t_bs = NULL;
+	t_oo = t_no = NULL;
+	t_parts = NULL;
+	t_keys = NULL;
+	t_cap = 0;
+}
+
+static void bufs_key_create(void) { pthread_key_create(&bufs_key, bufs_destroy); }
+
+/* At the start of every large operation: the key set once per thread, and the buffers a big
+ * collection grew past BUF_KEEP freed (so one huge HGETALL does not pin its memory). */
+static void bufs_enter(void)
+{
+	if (!t_keyed) {
+		pthread_once(&bufs_once, bufs_key_create);
+		pthread_setspecific(bufs_key, &t_keyed);
+		t_keyed = true;
+	}
+	for (int i = 0; t_bufs_of(i); i++)
+		if (t_bufs_of(i)->cap > BUF_KEEP)
+			lp_buf_free(t_bufs_of(i));
+}
 
 static int arrays_reserve(size_t n)
 {
@@ -331,6 +378,7 @@ int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hin
 	int rc, mode = hint ? hint->mode : COLL_HINT_WHOLE;
 	long n;
 
+	bufs_enter();
 	coll_latch_shared(k->hash);
 	if ((rc = head_read(c, k, &hr)) != HLOG_OK)
 		goto out;
@@ -452,7 +500,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 	unsigned per = type_per(e->type);
 	int rc;
 
-	if (e->action == COLL_DELETE || lp_first(out) == NULL)
+	if (e->action == COLL_DELETE || (e->enc != CENC_INTSET && lp_first(out) == NULL))
 		return expect ? head_write(c, k, &p, 0) : HLOG_OK;
 	if (!coll_large_wanted(e->type, e->enc, len)) {
 		size_t vlen = coll_value_len(len, 0);
@@ -622,6 +670,7 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	long n;
 	int rc;
 
+	bufs_enter();
 	coll_latch_excl(k->hash);
 	if ((rc = head_read(c, k, &hr)) != HLOG_OK || !hr.large) {
 		rc = rc == HLOG_PENDING || rc < 0 ? rc : COLL_E_RESTART;
@@ -663,13 +712,13 @@ out:
  * exclusive latch and write its result afresh. HLOG_OK, HLOG_PENDING, COLL_E_RESTART or an error. */
 int coll_large_convert(client *c, const hlog_key *k, coll_edit *e)
 {
-	static __thread lp_buf t_small;
 	struct head_read hr = { .copy = &t_small };
 	coll_view view;
 	const uint8_t *out;
 	size_t len;
 	int rc;
 
+	bufs_enter();
 	coll_latch_excl(k->hash);
 	rc = head_read(c, k, &hr);
 	if (rc == HLOG_PENDING || rc < 0 || hr.large) {
@@ -700,8 +749,6 @@ int coll_large_convert(client *c, const hlog_key *k, coll_edit *e)
 	rc = write_afresh(c, k, e, found ? t_small.p : NULL, found ? t_small.len : 0, false, out, len);
 out:
 	coll_latch_excl_release(k->hash);
-	if (t_small.cap > (1u << 20))
-		lp_buf_free(&t_small);
 	return rc;
 }
 
