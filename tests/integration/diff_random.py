@@ -4,16 +4,24 @@ redis-server and to spillway-server, pipelined, and every reply compared byte fo
 
 The stream is drawn from the family modules in tests/integration/random/*.py (one per command family,
 each a table of command templates: diffgen.py, and docs/ARCHITECTURE.md "The randomized
-differential test"). Per seed, three rounds, each on freshly FLUSHALLed servers and fresh
+differential test"). Per seed, three rounds by default, each on freshly FLUSHALLed servers and fresh
 connections:
   resp2  spillway-server as test_differential.c starts it, RESP2;
   resp3  the same server after HELLO 3 on both connections, the templates marked resp3, fewer commands;
   tier   spillway-server with --storage-tier and a --memory of a few pages, so that values spill to
          the device and come back through pending reads (INFO tier_pending_reads must grow).
+Two more rounds test the large layout of hashes and sets (docs/ARCHITECTURE.md "Large
+collections"), with their own families (tests/integration/random_large/*.py: a few keys, hundreds of
+members each) and, on both servers, CONFIG SET hash-max-listpack-entries 4 and
+set-max-intset-entries 4 (so that most of those are hashtable-encoded), restored after the round:
+  large       spillway-server as in resp2 with --coll-record-max 128 (so that they become large);
+  large-tier  the same on the tier round's geometry, so that parts spill and are read back.
+Both must make INFO coll_large_conversions and coll_bucket_splits grow (else they did not test the
+layout); large-tier also tier_pending_reads. ctest runs them as integration_diff_random_large.
 
 Environment: SPW_BIN (the folder of spillway-server, as ctest sets it), SPW_DIFF_SEED=N (one seed
 instead of the default list), SPW_DIFF_COMMANDS=N (commands per round; the RESP3 round runs a quarter),
-SPW_DIFF_ROUNDS="resp2 tier" (a subset of the rounds).
+SPW_DIFF_ROUNDS="resp2 tier" (the rounds to run; default "resp2 resp3 tier").
 
 Notes:
  1. Commands go out in batches of 1..64 (drawn from the seed), written to both servers at once and
@@ -83,12 +91,31 @@ VOLATILE_CONFIG = {
 SPW_FLAGS = ["--threads", "2", "--memory", "64m", "--page", "1m", "--index", "1m"]
 SPW_TIER_FLAGS = ["--storage-tier", "--device-type", "posix", "--threads", "2", "--memory", "512k",
                   "--page", "64k", "--segment", "1m", "--index", "1m"]
-# name: (spillway-server flags, protocol, share of the commands)
+SPW_LARGE_FLAGS = SPW_FLAGS + ["--coll-record-max", "128"]
+SPW_LARGE_TIER_FLAGS = SPW_TIER_FLAGS + ["--coll-record-max", "128"]
+# Sent to both servers before a large round (the old values are restored after it).
+LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4")]
+LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits"]
+
+
+class Round:
+	"""A round: spillway-server's flags, the protocol, the share of the commands, the family folder,
+	the CONFIG SETs both servers get first, and the INFO counters that must grow over it."""
+
+	def __init__(self, flags, protocol, share, families="random", config=(), counters=()):
+		self.flags, self.protocol, self.share = flags, protocol, share
+		self.families, self.config, self.counters = families, list(config), list(counters)
+
+
 ROUNDS = {
-	"resp2": (SPW_FLAGS, 2, 1.0),
-	"resp3": (SPW_FLAGS, 3, 0.25),
-	"tier": (SPW_TIER_FLAGS, 2, 0.6),
+	"resp2": Round(SPW_FLAGS, 2, 1.0),
+	"resp3": Round(SPW_FLAGS, 3, 0.25),
+	"tier": Round(SPW_TIER_FLAGS, 2, 0.6, counters=["tier_pending_reads"]),
+	"large": Round(SPW_LARGE_FLAGS, 2, 0.5, "random_large", LARGE_CONFIG, LARGE_COUNTERS),
+	"large-tier": Round(SPW_LARGE_TIER_FLAGS, 2, 0.5, "random_large", LARGE_CONFIG,
+	                    LARGE_COUNTERS + ["tier_pending_reads", "coll_part_reads"]),
 }
+DEFAULT_ROUNDS = "resp2 resp3 tier"
 
 
 def say(*a):
@@ -535,6 +562,7 @@ def script_lines(protocol, cmds):
 
 
 def report(seed, rnd, protocol, servers, cmds, m, share):
+	rd = ROUNDS.get(rnd)
 	a, b = m.a, m.b
 	off = 0
 	while off < len(a) and off < len(b) and a[off] == b[off]:
@@ -567,7 +595,12 @@ def report(seed, rnd, protocol, servers, cmds, m, share):
 		    (len(small), REPRO_MAX))
 		return small
 	say("  reproduction (%d commands; paste into tests/integration/diff/NAME.txt):" % len(small))
-	for line in script_lines(protocol, small):
+	if rd is not None and rd.config:
+		say("    (spillway-server ran with: %s)" % " ".join(rd.flags))
+		small_lines = [g.cli_line([b"CONFIG", b"SET", k, v]) for k, v in rd.config]
+	else:
+		small_lines = []
+	for line in small_lines + script_lines(protocol, small):
 		say("    " + line)
 	return small
 
@@ -584,7 +617,7 @@ def info_field(conn, name):
 def round_run(rnd, seed, n, fams, redis, spw):
 	"""One round of one seed: None when every reply matched, else (the Mismatch, its shrunk
 	reproduction or None)."""
-	flags, protocol, share = ROUNDS[rnd]
+	protocol, share = ROUNDS[rnd].protocol, ROUNDS[rnd].share
 	count = max(1, int(n * share))
 	t0 = time.monotonic()
 	stream = Stream(fams, seed, rnd, count, protocol)
@@ -601,6 +634,66 @@ def round_run(rnd, seed, n, fams, redis, spw):
 	say("diff_random: seed %d round %s: %d commands matched (%.1f s)" %
 	    (seed, rnd, count, time.monotonic() - t0))
 	return None
+
+
+def config_set(servers, config):
+	"""CONFIG SET each (name, value) on every server; the old values, as (name, value) pairs of the
+	first server's CONFIG GET, to restore after."""
+	old = []
+	conns = [Conn(sv) for sv in servers]
+	try:
+		for name, val in config:
+			got = g.split_aggregate(call(conns[0], [b"CONFIG", b"GET", name]))
+			if got is None or len(got[1]) != 2:
+				raise SystemExit("FAIL: CONFIG GET %s on %s: no value" % (name.decode(), servers[0].name))
+			b = got[1][1]
+			old.append((name, b[b.find(b"\r\n") + 2:-2]))
+			for c in conns:
+				r = call(c, [b"CONFIG", b"SET", name, val])
+				if r != b"+OK\r\n":
+					raise SystemExit("FAIL: CONFIG SET %s %s on %s: %s" %
+					                 (name.decode(), val.decode(), c.server.name, g.escape(r, 200)))
+	finally:
+		for c in conns:
+			c.close()
+	return old
+
+
+def counters_read(spw, names):
+	probe = Conn(spw)
+	try:
+		return {name: info_field(probe, name) for name in names}
+	finally:
+		probe.close()
+
+
+def rounds_of_seeds(rnd, seeds, n, fams, redis, spw):
+	"""Round rnd for every seed, between its CONFIG SETs and their undoing; then the proof that it ran
+	its path: each of its counters grew (for tier only at the default length or more: a short
+	stream may fit in memory). True when all of it passed."""
+	rd = ROUNDS[rnd]
+	old = config_set([redis, spw], rd.config)
+	before = counters_read(spw, rd.counters)
+	ok = True
+	try:
+		for seed in seeds:
+			ok = round_run(rnd, seed, n, fams, redis, spw) is None and ok
+	finally:
+		config_set([redis, spw], old)
+	after = counters_read(spw, rd.counters)
+	if not ok:
+		return False
+	must = n >= DEFAULT_COMMANDS if rnd == "tier" else n >= 1000
+	for name in rd.counters:
+		grew = (after[name] - before[name] if after[name] is not None and before[name] is not None
+		        else None)
+		say("diff_random: round %s: %s grew by %s" % (rnd, name, "(no such INFO field)" if grew is None
+		                                               else grew))
+		if must and not grew:
+			say("FAIL: round %s did not test its path: INFO %s %s" %
+			    (rnd, name, "is missing" if grew is None else "did not grow"))
+			ok = False
+	return ok
 
 
 # ---------------- checks of the harness itself ----------------
@@ -690,47 +783,32 @@ def main():
 		return 1
 	here = os.path.dirname(os.path.abspath(__file__))
 	unit_checks()
-	fams = families_load(os.path.join(here, "random"))
+	fams = {d: families_load(os.path.join(here, d)) for d in ("random", "random_large")}
 	if "--self-test" in sys.argv[1:]:
-		return self_test(fams)
-	coverage_note(fams, os.environ.get("SPW_SRC", os.path.join(here, "..", "..")))
+		return self_test(fams["random"])
+	coverage_note(fams["random"], os.environ.get("SPW_SRC", os.path.join(here, "..", "..")))
 	seeds = [int(os.environ["SPW_DIFF_SEED"])] if os.environ.get("SPW_DIFF_SEED") else DEFAULT_SEEDS
 	n = int(os.environ.get("SPW_DIFF_COMMANDS") or DEFAULT_COMMANDS)
-	rounds = os.environ.get("SPW_DIFF_ROUNDS", "resp2 resp3 tier").split()
+	rounds = os.environ.get("SPW_DIFF_ROUNDS", DEFAULT_ROUNDS).split()
 	for rnd in rounds:
 		if rnd not in ROUNDS:
 			say("FAIL: unknown round %s (rounds: %s)" % (rnd, " ".join(ROUNDS)))
 			return 1
+	names = sorted({f.name for r in rounds for f in fams[ROUNDS[r].families]})
 	say("diff_random: seeds %s, %d commands per round, rounds %s, families %s" %
-	    (" ".join(map(str, seeds)), n, " ".join(rounds), " ".join(f.name for f in fams)))
+	    (" ".join(map(str, seeds)), n, " ".join(rounds), " ".join(names)))
 	ok = True
 	redis = redis_start()
 	spw = None
 	try:
 		for rnd in rounds:
-			flags = ROUNDS[rnd][0]
-			if spw is None or spw.flags is not flags:
+			rd = ROUNDS[rnd]
+			if spw is None or spw.flags is not rd.flags:
 				if spw is not None and spw.stop() != 0:
 					ok = False
-				spw = spillway_start(exe, flags)
-				spw.flags = flags
-				before = None
-			if rnd == "tier":
-				probe = Conn(spw)
-				before = info_field(probe, "tier_pending_reads")
-				probe.close()
-			for seed in seeds:
-				ok = round_run(rnd, seed, n, fams, redis, spw) is None and ok
-			if rnd == "tier" and ok:
-				probe = Conn(spw)
-				after = info_field(probe, "tier_pending_reads")
-				probe.close()
-				say("diff_random: tier round: %s pending reads" % (after - before if after is not None
-				                                                     and before is not None else "no"))
-				if n >= DEFAULT_COMMANDS and (after is None or before is None or after <= before):
-					say("FAIL: the tier round read nothing back from the device (INFO "
-					    "tier_pending_reads did not grow): the values did not spill")
-					ok = False
+				spw = spillway_start(exe, rd.flags)
+				spw.flags = rd.flags
+			ok = rounds_of_seeds(rnd, seeds, n, fams[rd.families], redis, spw) and ok
 	except (OSError, TimeoutError, ConnectionError, g.ProtocolError) as e:
 		say("FAIL: %s: %s" % (type(e).__name__, e))
 		if spw is not None:
