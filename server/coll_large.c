@@ -619,12 +619,21 @@ static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_r
 	if ((int64_t)h.count + delta <= 0)
 		return head_write(c, k, &p, 0);   /* empty: the head deleted (note 5) */
 	h.count = (uint64_t)((int64_t)h.count + delta);
-	if ((rc = coll_lp_route(out, per, h.cid, route_touched_fn, &rt, n, &t_route, t_no)) < 0)
+	/* One touched bucket: every entry of the output belongs to it (the edit saw that bucket's
+	 * entries and members its arguments named, all routed there), so nothing needs hashing. */
+	const uint8_t *routed = out;
+	if (n == 1) {
+		t_no[0] = 0;
+		t_no[1] = lp_bytes(out);
+	} else if ((rc = coll_lp_route(out, per, h.cid, route_touched_fn, &rt, n, &t_route, t_no)) < 0) {
 		return rc;
+	} else {
+		routed = t_route.p;
+	}
 	const uint8_t *split_cur = NULL;
 	size_t split_len = 0;
 	for (size_t j = 0; j < n; j++) {
-		const uint8_t *nv = t_route.p + t_no[j];
+		const uint8_t *nv = routed + t_no[j];
 		size_t nl = lp_first(nv) ? t_no[j + 1] - t_no[j] : 0, ol = t_oo[j + 1] - t_oo[j];
 		bool same = nl == ol && memcmp(nv, t_old.p + t_oo[j], nl) == 0;
 		if (t_bs[j] == h.split) {
