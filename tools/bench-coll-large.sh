@@ -41,6 +41,7 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/spw-colllarge.XXXXXX")
 rport=$(free_port)
 sport=$(free_port)
+while [ "$sport" = "$rport" ]; do sport=$(free_port); done   # free_port probes: two calls may agree
 mkdir -p "$work/r" "$work/s"
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/r" --daemonize no \
 	>"$work/r.log" 2>&1 &
