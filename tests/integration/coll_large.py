@@ -24,7 +24,8 @@ Checks, against a Python dict / set built by the same commands:
     WRONGTYPE checks (nothing moved). coll_whole_reads does not move during those loops,
     coll_part_reads does (the path ran).
  7. With --storage-tier and a small --memory, a large hash whose records went to the device: a cold
-    HGET reads the head and one bucket (coll_part_reads moves by exactly 1 per HGET).
+    HGET reads the head and one bucket (coll_part_reads moves by exactly 1 per HGET); SPOP and
+    SRANDMEMBER of a cold large set park and answer members, with no whole read.
 
 Environment: SPW_BIN (the folder of spillway-server, as ctest sets it). Exit 77 (SKIP) without
 python3-redis.
@@ -365,6 +366,24 @@ def tier_phase(exe):
 		# push everything out of memory: many other keys
 		for j in range(40):
 			r.mset({"pad:%d:%d" % (j, i): "p" * 200 for i in range(200)})
+		cold_set = {"cs:%d" % i for i in range(3000)}
+		members = sorted(cold_set)
+		for i in range(0, len(members), 500):
+			r.sadd("coldset", *members[i:i + 500])
+		# push everything out of memory: many other keys
+		for j in range(40):
+			r.mset({"pad:%d:%d" % (j, i): "p" * 200 for i in range(200)})
+		w0, k0 = stats(r)["coll_whole_reads"], r.info("all").get("tier_parked_commands", 0)
+		for _ in range(100):   # cold buckets: the pick parks, its re-run reads the same bucket
+			m = r.spop("coldset")
+			check(m is not None and m.decode() in cold_set, "cold SPOP %r" % m)
+			cold_set.discard(m.decode())
+			m = r.srandmember("coldset")
+			check(m is not None and m.decode() in cold_set, "cold SRANDMEMBER %r" % m)
+		check(r.scard("coldset") == len(cold_set), "SCARD after cold SPOPs")
+		check(stats(r)["coll_whole_reads"] == w0, "a cold SPOP read the set whole")
+		check(r.info("all").get("tier_parked_commands", 0) > k0, "the cold SPOPs never parked")
+		check({x.decode() for x in r.smembers("coldset")} == cold_set, "SMEMBERS after cold SPOPs")
 		for f in random.sample(list(model), 30):
 			p0 = stats(r)["coll_part_reads"]
 			check(r.hget("cold", f) == model[f].encode(), "cold HGET %s" % f)
