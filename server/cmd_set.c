@@ -474,6 +474,7 @@ static bool spop_large(client *c)
 		coll_hint h = { .mode = COLL_HINT_RANDOM, .cursor = tries ? rng_next() >> 1 : random_seed(c) };
 		x.large = false;
 		rc = coll_read_hint(c, &c->argv[1], COLL_SET, &h, spop_pick_cb, &x);
+		random_seed_keep(c, rc, h.cursor);
 		if (rc == HLOG_OK && x.rc)
 			rc = x.rc;
 		if (rc != HLOG_OK || !x.large)
