@@ -14,7 +14,8 @@
  *     hits/misses as lookupKeyRead (a key of another type is a hit); SADD, SREM, SPOP do not.
  *  3. Orders: an intset replies ascending, as Redis's; a "hashtable" set replies in its listpack's
  *     order, which Redis's dict does not share (tests compare those sorted). Random picks
- *     (SRANDMEMBER, SPOP) are uniform, but not Redis's sequence: only their properties match.
+ *     (SRANDMEMBER, SPOP) of a small set are uniform, but not Redis's sequence: only their
+ *     properties match; of a large set, a member of a random bucket (note 6), not uniform.
  *  4. SSCAN answers the whole set (matched) with cursor 0 whatever the cursor, as Redis does for
  *     an intset: every member present for the whole scan is returned, and a set is one record
  *     anyway. COUNT is checked and otherwise ignored.
@@ -23,8 +24,14 @@
  *     members (set_op.taken) are replied.
  *  6. A large set (server/coll_large.c): SISMEMBER and SMISMEMBER read the buckets of their
  *     members, SCARD the head's count, SADD and SREM are point writes on their members' buckets;
- *     every other command reads (and SPOP, SMOVE rewrite) the whole set assembled in bucket
- *     order. The code here sees a listpack either way.
+ *     SRANDMEMBER and SPOP without a count read one random bucket (coll_large.c note 9) and
+ *     SPOP then removes the member it picked there by a point write (coll_edit.hint_member), so
+ *     a queue-like SPOP costs one bucket, not the set. Those two are separate steps, each under
+ *     the set's latch: a pick that a concurrent SREM or SPOP removed first is picked again (the
+ *     removal found nothing), so every SPOP takes a member that was there and no other one
+ *     takes it. The bucket's seed is kept in c->resume across a park, so the re-run reads what
+ *     was fetched. Every other command reads (and SPOP with a count rewrites) the whole set
+ *     assembled in bucket order. The code here sees a listpack either way.
  */
 #include "server/set_int.h"
 
@@ -101,6 +108,8 @@ int set_rmw(client *c, const resp_slice *key, struct set_op *o, int (*fn)(coll_e
 	if (fn == sadd_fn || fn == srem_fn) {   /* point writes on a large set (note 6) */
 		e.hint_first = 2;
 		e.hint_step = 1;
+	} else if (o->member) {
+		e.hint_member = o->member;         /* SMOVE's member, SPOP's pick */
 	}
 	int rc = coll_rmw(c, key, &e);
 	o->found = e.found;
@@ -249,6 +258,22 @@ void cmd_smembers(client *c)
 
 /* ---------------- SRANDMEMBER ---------------- */
 
+/* Note 6: the seed of a random bucket: the one a parked run of this command used, or a new one. */
+static unsigned long long random_seed(client *c)
+{
+	return c->resume.stage == 1 ? (unsigned long long)c->resume.acc : rng_next() >> 1;
+}
+
+/* After a step that used seed: kept for the re-run when it parked (c->resume is zeroed once the
+ * command completes). */
+static void random_seed_keep(client *c, int rc, unsigned long long seed)
+{
+	if (rc == HLOG_PENDING) {
+		c->resume.stage = 1;
+		c->resume.acc = (long long)seed;
+	}
+}
+
 struct srand_ctx {
 	client *c;
 	long long count;
@@ -331,7 +356,14 @@ void cmd_srandmember(client *c)
 			return;
 		}
 	}
-	int rc = coll_read(c, &c->argv[1], COLL_SET, srand_cb, &x);
+	int rc;
+	if (x.has_count) {
+		rc = coll_read(c, &c->argv[1], COLL_SET, srand_cb, &x);
+	} else {   /* note 6: a large set's random bucket, its seed kept across a park */
+		coll_hint h = { .mode = COLL_HINT_RANDOM, .cursor = random_seed(c) };
+		rc = coll_read_hint(c, &c->argv[1], COLL_SET, &h, srand_cb, &x);
+		random_seed_keep(c, rc, h.cursor);
+	}
 	if (set_lookup_failed(c, rc))
 		return;
 	if (x.rc)
@@ -386,6 +418,89 @@ static int spop_fn(coll_edit *e, const coll_view *cur)
 	return 0;
 }
 
+/* Note 6: SPOP's pick, read from a random bucket of a large set (small: nothing picked). */
+struct spop_pick {
+	bool large;
+	lp_buf m;                 /* the member's bytes */
+	int rc;
+};
+
+static void spop_pick_cb(void *ctx, const coll_view *v, const hlog_value *hv)
+{
+	struct spop_pick *x = ctx;
+	char buf[LP_INTBUF_SIZE];
+	size_t len;
+	lp_val m;
+	(void)hv;
+
+	if (!(x->large = v->large != NULL))
+		return;
+	cset_get(v->enc, v->p, (uint32_t)(rng_next() % cset_card(v->enc, v->p)), &m);
+	const char *s = lp_val_str(&m, buf, &len);
+	if (lp_buf_reserve(&x->m, len ? len : 1) < 0) {
+		x->rc = -ENOMEM;
+		return;
+	}
+	memcpy(x->m.p, s, len);
+	x->m.len = len;
+}
+
+static int spop_rem_fn(coll_edit *e, const coll_view *cur)
+{
+	struct set_op *o = e->arg;
+	bool removed;
+	int rc = set_op_start(o, cur, NULL);
+	if (rc == 0)
+		rc = cset_remove(&o->b, o->enc, o->member->ptr, o->member->len, &removed);
+	if (rc == 0 && removed) {
+		o->n = 1;
+		set_edit_out(e, o);
+	}
+	return rc;
+}
+
+/* SPOP key of a large set (note 6): pick from a random bucket, remove the pick by a point write,
+ * again while a concurrent writer took the pick first. false: the set is small (or a pick kept
+ * losing), nothing was replied or changed and the caller runs the whole-set edit; true: replied. */
+static bool spop_large(client *c)
+{
+	struct spop_pick x = { 0 };
+	struct set_op o = { .count = -1 };
+	resp_slice m;
+	int rc = HLOG_OK;
+	bool done = true;
+
+	for (int tries = 0; tries < 64; tries++) {
+		coll_hint h = { .mode = COLL_HINT_RANDOM, .cursor = tries ? rng_next() >> 1 : random_seed(c) };
+		x.large = false;
+		rc = coll_read_hint(c, &c->argv[1], COLL_SET, &h, spop_pick_cb, &x);
+		random_seed_keep(c, rc, h.cursor);
+		if (rc == HLOG_OK && x.rc)
+			rc = x.rc;
+		if (rc != HLOG_OK || !x.large)
+			break;
+		m.ptr = (const char *)x.m.p;
+		m.len = x.m.len;
+		o.member = &m;
+		o.n = 0;
+		rc = set_rmw(c, &c->argv[1], &o, spop_rem_fn, false);
+		random_seed_keep(c, rc, h.cursor);
+		if (rc != HLOG_OK || o.n)
+			break;
+	}
+	if (rc == HLOG_NOTFOUND)
+		reply_null(c);
+	else if (rc == HLOG_OK && x.large && o.n)
+		reply_bulk(c, (const char *)x.m.p, x.m.len);
+	else if (rc == HLOG_OK)
+		done = false;
+	else
+		reply_store_failed(c, rc);
+	lp_buf_free(&x.m);
+	set_op_free(&o);
+	return done;
+}
+
 void cmd_spop(client *c)
 {
 	struct set_op o = { .count = -1 };
@@ -401,6 +516,8 @@ void cmd_spop(client *c)
 			return;
 		}
 	}
+	if (c->argc == 2 && spop_large(c))
+		return;
 	rc = set_rmw(c, &c->argv[1], &o, spop_fn, false);
 	if (reply_store_failed(c, rc)) {
 		set_op_free(&o);

@@ -25,6 +25,11 @@
  *     a source between its read and the write. SMOVE adds to the destination before it removes
  *     from the source, so a re-run after the second operation parked finds the member still in the
  *     source, adds nothing new and removes it: the move happens once and answers 1.
+ *  6. SMOVE on a large source or destination (server/coll_large.c) is point work: the source's
+ *     membership test reads the member's bucket, the destination's type check its head, and the
+ *     add and the removal are point writes naming the member (coll_edit.hint_member, as SADD and
+ *     SREM of it), so it costs a bucket or two, not the sets; a small destination that the add
+ *     makes large converts as SADD's does. Still two writes (note 5), not one atomic step.
  */
 #include "server/set_int.h"
 
@@ -292,6 +297,9 @@ static int smove_rem_fn(coll_edit *e, const coll_view *cur)
 
 void cmd_smove(client *c)
 {
+	/* note 6: a large source's bucket of the member, a large destination's head (its type) */
+	static const coll_hint member_hint = { .mode = COLL_HINT_MEMBERS, .first = 3, .step = 1 };
+	static const coll_hint head_hint = { .mode = COLL_HINT_HEAD, .first = 0, .step = 0 };
 	const resp_slice *src = &c->argv[1], *dst = &c->argv[2];
 	bool same = src->len == dst->len && memcmp(src->ptr, dst->ptr, src->len) == 0;
 	struct set_op o = { .member = &c->argv[3] };
@@ -299,14 +307,15 @@ void cmd_smove(client *c)
 
 	if (reply_store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
 		return;
-	rc = coll_read(c, src, COLL_SET, smove_has_cb, &o);
+	rc = coll_read_hint(c, src, COLL_SET, &member_hint, smove_has_cb, &o);
 	if (rc == HLOG_NOTFOUND) {
 		reply_int(c, 0);
 		return;
 	}
 	if (reply_store_failed(c, rc))
 		return;
-	if (!same && (rc = coll_read(c, dst, COLL_SET, smove_dst_cb, NULL)) != HLOG_NOTFOUND &&
+	if (!same && (rc = coll_read_hint(c, dst, COLL_SET, &head_hint, smove_dst_cb, NULL)) !=
+	                     HLOG_NOTFOUND &&
 	    reply_store_failed(c, rc))
 		return;
 	if (same || !o.found) {

@@ -29,7 +29,7 @@
  *     write touched passes 2 x coll-record-max (the split bucket is read when the write did not
  *     touch it). No merges in v1: a collection stays large until it is empty (then its head is
  *     deleted; its parts are garbage for compaction: the part_live hook below says dead).
- *  6. Whole writes (every command that is not a point write: SPOP, SMOVE, the STORE commands on
+ *  6. Whole writes (every command that is not a point write: SPOP with a count, the STORE commands on
  *     a large destination, HSET of many pairs is NOT one: it is a point write) run the edit on
  *     the whole assembled payload and write the result afresh by the rule of a new collection:
  *     a hashtable-encoded payload over coll-record-max becomes a large collection with a NEW cid
@@ -46,6 +46,22 @@
  *     whole and write a small record: coll_large_flat), which is what makes liveness decidable
  *     from the registry part: cid|R names the owner; a part is live iff the owner's head is large
  *     with that cid (coll_part_live, compaction's hook).
+ *  9. SRANDMEMBER and SPOP without a count are point operations (COLL_HINT_RANDOM): the read
+ *     takes random buckets, the i-th a hash of (cursor, i) mod the bucket count, until one is
+ *     non-empty, at most as many as there are buckets (RANDOM_PROBES at least), and the command
+ *     picks a member of that bucket. Each probe is a fresh random bucket, not the next one:
+ *     with "the next non-empty bucket", the bucket after a run of empty ones is picked in
+ *     proportion to the run, so SPOP drains exactly those and the runs grow until every pick
+ *     is a long walk. A dense collection costs one or two probes. Buckets never merge (note 5),
+ *     so a set drained by SPOP gets sparse, and a pick costs buckets / non-empty buckets probes
+ *     then; the bound keeps the probes to what the whole read they avoid costs (a read of
+ *     every bucket), and they all miss only when nearly every bucket is empty (odds about
+ *     e^-(non-empty buckets)): then the collection is read whole. SPOP then removes its pick as SREM would, by a point
+ *     write that names the member through coll_edit.hint_member (the pick is in no argv slot).
+ *     The pick is not uniform over members: a member of a small bucket is likelier than one of a
+ *     big bucket (buckets hold from 0 to 2 x coll-record-max bytes), and a member after empty
+ *     buckets likelier still. Redis's own dictGetFairRandomKey is not uniform either (a random
+ *     bucket, then a random entry of its chain); what holds is that every member can come out.
  */
 #include "server/server_int.h"
 
@@ -81,6 +97,8 @@ static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 static pthread_key_t bufs_key;
 
 #define BUF_KEEP (1u << 20)
+/* Note 9: bucket reads a random pick makes at least before it reads the collection whole. */
+#define RANDOM_PROBES 32
 
 static lp_buf *t_bufs_of(int i)
 {
@@ -263,12 +281,18 @@ static int buckets_load(client *c, uint64_t cid, size_t n)
 	return HLOG_OK;
 }
 
-/* The buckets a command touches into t_bs: those of its member arguments (deduplicated), or all
- * of them. The count, or an error. */
-static long buckets_pick(client *c, const coll_head *h, int first, int step)
+/* The buckets a command touches into t_bs: those of its member arguments (deduplicated), the
+ * bucket of one (a member that is no argument, note 9), or all of them. The count, or an error. */
+static long buckets_pick(client *c, const coll_head *h, int first, int step, const resp_slice *one)
 {
 	uint64_t nb = coll_bucket_count(h);
 	size_t n = 0;
+	if (one) {
+		if (arrays_reserve(1) < 0)
+			return -ENOMEM;
+		t_bs[0] = coll_bucket_of(h, coll_member_hash(h->cid, one->ptr, one->len));
+		return 1;
+	}
 	if (first <= 0) {
 		if (arrays_reserve(nb) < 0)
 			return -ENOMEM;
@@ -311,6 +335,37 @@ static long buckets_scan(const coll_head *h, coll_hint *hint)
 		t_bs[j] = hint->cursor + j;
 	hint->next = hint->cursor + want < nb ? hint->cursor + want : 0;
 	return (long)want;
+}
+
+/* Note 9: the i-th random bucket of a pick from seed (splitmix64's finalizer of seed + i). */
+static uint64_t random_bucket(uint64_t seed, uint64_t i, uint64_t nb)
+{
+	uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) % nb;
+}
+
+/* Note 9: the first non-empty of seed's random buckets into t_sub, within as many reads as
+ * there are buckets (RANDOM_PROBES at least). HLOG_OK (t_sub holds a non-empty bucket), HLOG_NOTFOUND (all of
+ * those were empty: the caller reads the whole collection), HLOG_PENDING or an error. A probe
+ * that parks is read again by the re-run, which starts from the same seed (the caller keeps
+ * it), so the buckets before it come from the session's fetch cache. */
+static int buckets_random(client *c, const coll_head *h, uint64_t seed)
+{
+	uint64_t nb = coll_bucket_count(h);
+	uint64_t bound = nb < RANDOM_PROBES ? RANDOM_PROBES : nb;
+	int rc;
+	if (arrays_reserve(1) < 0)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < bound; i++) {
+		t_bs[0] = random_bucket(seed, i, nb);
+		if ((rc = buckets_load(c, h->cid, 1)) != HLOG_OK)
+			return rc;
+		if (lp_first(t_sub.p))
+			return HLOG_OK;
+	}
+	return HLOG_NOTFOUND;
 }
 
 /* ---------------- the head plan (note 3) ---------------- */
@@ -395,16 +450,25 @@ int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hin
 		fn(ctx, &view, &hr.hv);
 		goto out;
 	}
-	if (mode == COLL_HINT_SCAN)
-		n = buckets_scan(&hr.h, (coll_hint *)hint);
-	else
-		n = buckets_pick(c, &hr.h, mode == COLL_HINT_MEMBERS ? hint->first : 0, hint ? hint->step : 1);
-	if (n < 0) {
-		rc = (int)n;
+	rc = HLOG_NOTFOUND;
+	if (mode == COLL_HINT_RANDOM && (rc = buckets_random(c, &hr.h, hint->cursor)) != HLOG_NOTFOUND &&
+	    rc != HLOG_OK)
 		goto out;
+	if (mode == COLL_HINT_RANDOM && rc == HLOG_NOTFOUND)
+		mode = COLL_HINT_WHOLE;   /* too sparse for a random bucket: read it whole (note 9) */
+	if (mode != COLL_HINT_RANDOM) {
+		if (mode == COLL_HINT_SCAN)
+			n = buckets_scan(&hr.h, (coll_hint *)hint);
+		else
+			n = buckets_pick(c, &hr.h, mode == COLL_HINT_MEMBERS ? hint->first : 0,
+			                 hint ? hint->step : 1, NULL);
+		if (n < 0) {
+			rc = (int)n;
+			goto out;
+		}
+		if ((rc = buckets_load(c, hr.h.cid, (size_t)n)) != HLOG_OK)
+			goto out;
 	}
-	if ((rc = buckets_load(c, hr.h.cid, (size_t)n)) != HLOG_OK)
-		goto out;
 	view.p = t_sub.p;
 	view.used = t_sub.len;
 	if (mode == COLL_HINT_WHOLE) {
@@ -669,11 +733,12 @@ static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_r
 }
 
 /* A command's write on a large collection (coll.c handed it over: COLL_E_LARGE), under the
- * exclusive latch: a point write (e->hint_first > 0) or a whole write (note 6). HLOG_OK,
+ * exclusive latch: a point write (e->hint_first > 0 or e->hint_member) or a whole write (note 6). HLOG_OK,
  * HLOG_PENDING, COLL_E_RESTART (coll.c runs the command again) or an error. */
 int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 {
 	struct head_read hr = { .copy = NULL };
+	bool point = e->hint_first > 0 || e->hint_member;
 	const uint8_t *out;
 	size_t len;
 	long n;
@@ -689,14 +754,14 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 		rc = SPW_E_WRONGTYPE;
 		goto out;
 	}
-	if ((n = buckets_pick(c, &hr.h, e->hint_first, e->hint_step)) < 0) {
+	if ((n = buckets_pick(c, &hr.h, e->hint_first, e->hint_step, e->hint_member)) < 0) {
 		rc = (int)n;
 		goto out;
 	}
 	if ((rc = buckets_load(c, hr.h.cid, (size_t)n)) != HLOG_OK)
 		goto out;
 	coll_view view = { hr.h.type, hr.h.enc, t_sub.p, t_sub.len, -1, &hr.h };
-	if (e->hint_first <= 0) {
+	if (!point) {
 		view.count = (int64_t)hr.h.count * type_per(hr.h.type);
 		c->w->stats.coll_whole_reads++;
 	}
@@ -705,9 +770,9 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 		goto out;
 	if ((rc = edit_output(e, &view, &out, &len)) < 0)
 		goto out;
-	if (e->hint_first > 0 && e->action != COLL_DELETE && e->enc != CENC_HASHTABLE)
+	if (point && e->action != COLL_DELETE && e->enc != CENC_HASHTABLE)
 		rc = SPW_E_CORRUPT;   /* a point edit keeps a large collection's encoding */
-	else if (e->hint_first > 0)
+	else if (point)
 		rc = point_write(c, k, e, &hr, (size_t)n, out, len);
 	else
 		rc = write_afresh(c, k, e, hr.raw, COLL_LARGE_HDR, true, out, len);

@@ -635,9 +635,13 @@ struct coll_view;
 typedef void (*coll_read_fn)(void *ctx, const struct coll_view *view, const hlog_value *v);
 /* What of a large collection a read needs (coll_large.c note 1): the whole collection, the
  * buckets of its member arguments argv[first], argv[first + step], ... (a view of just those),
- * its count (view->large->count, an empty payload), or its head alone (TYPE, OBJECT, MEMORY). */
+ * its count (view->large->count, an empty payload), its head alone (TYPE, OBJECT, MEMORY), or
+ * one non-empty bucket picked at random (COLL_HINT_RANDOM, coll_large.c note 9: the bucket
+ * cursor mod the bucket count, or the first non-empty one after it within a few reads, else the
+ * whole collection; cursor is the caller's random number, kept across a park so that the re-run
+ * reads the bucket that was fetched). */
 enum { COLL_HINT_WHOLE = 0, COLL_HINT_MEMBERS = 1, COLL_HINT_COUNT = 2, COLL_HINT_HEAD = 3,
-       COLL_HINT_SCAN = 4 };
+       COLL_HINT_SCAN = 4, COLL_HINT_RANDOM = 5 };
 typedef struct coll_hint {
 	int mode;
 	int first, step;
@@ -692,6 +696,9 @@ struct coll_edit {
 	 * (coll_large.c note 2: fn then sees a large collection's buckets of those members only);
 	 * 0: fn sees the whole collection */
 	int hint_first, hint_step;
+	/* in: or, with hint_first 0, the one member a point write names when it is no argv slot
+	 * (SPOP's pick, coll_large.c note 9); NULL: none. Valid until coll_rmw returns. */
+	const resp_slice *hint_member;
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;

@@ -14,9 +14,18 @@ Checks, against a Python dict / set built by the same commands:
  4. A collection emptied member by member is deleted (its head).
  5. Four clients (two worker threads) writing one large hash and one large set at once, with whole
     reads between: the members left are exactly the model's (the latches and the head plan's
-    check: a lost race runs the command again, never loses a write).
- 6. With --storage-tier and a small --memory, a large hash whose records went to the device: a cold
-    HGET reads the head and one bucket (coll_part_reads moves by exactly 1 per HGET).
+    check: a lost race runs the command again, never loses a write). Four clients SPOP one large
+    set of 6000 to the end, with SREMs of some members between: every member comes out exactly
+    once (by one SPOP or one SREM), and the emptied set is gone.
+ 6. SPOP, SRANDMEMBER and SMOVE on a large set of 20000 are point operations (coll_large.c note 9,
+    cmd_set_multi.c note 6): 5000 SPOPs each take a member that was there and is gone after, SCARD
+    down by one each; SRANDMEMBER answers members; SMOVE between the large set and a small or
+    absent one, both ways, and between two large sets, against a Python model, with Redis's
+    WRONGTYPE checks (nothing moved). coll_whole_reads does not move during those loops,
+    coll_part_reads does (the path ran).
+ 7. With --storage-tier and a small --memory, a large hash whose records went to the device: a cold
+    HGET reads the head and one bucket (coll_part_reads moves by exactly 1 per HGET); SPOP and
+    SRANDMEMBER of a cold large set park and answer members, with no whole read.
 
 Environment: SPW_BIN (the folder of spillway-server, as ctest sets it). Exit 77 (SKIP) without
 python3-redis.
@@ -195,6 +204,72 @@ def set_phase(r):
 	print("coll_large: set phase passed (%d members)" % len(model), flush=True)
 
 
+def point_random_phase(r):
+	model = {"p:%d" % i for i in range(N)}
+	pipe = r.pipeline(transaction=False)
+	for i, m in enumerate(sorted(model)):
+		pipe.sadd("ps", m)
+		if i % 1000 == 999:
+			pipe.execute()
+	pipe.execute()
+	check(r.object("encoding", "ps") == b"hashtable" and r.scard("ps") == N, "ps not a large set")
+	s0 = stats(r)
+	for i in range(5000):
+		m = r.spop("ps")
+		check(m is not None and m.decode() in model, "SPOP %d answered %r, not a member" % (i, m))
+		model.discard(m.decode())
+		if i % 10 == 0:
+			check(r.sismember("ps", m) == 0, "SPOP's %r is still a member" % m)
+		check(r.scard("ps") == len(model), "SCARD %d after SPOP %d, expected %d" % (r.scard("ps"), i, len(model)))
+	for _ in range(200):
+		m = r.srandmember("ps")
+		check(m is not None and m.decode() in model, "SRANDMEMBER %r" % m)
+	check(r.scard("ps") == len(model), "SRANDMEMBER changed the set")
+	s1 = stats(r)
+	check(s1["coll_whole_reads"] == s0["coll_whole_reads"], "SPOP/SRANDMEMBER read the set whole (%d)" %
+	      (s1["coll_whole_reads"] - s0["coll_whole_reads"]))
+	check(s1["coll_part_reads"] >= s0["coll_part_reads"] + 5000, "SPOP did not read buckets")
+	# SMOVE both ways: large -> absent / small, small -> large, large -> large
+	small = {"a", "b", "7"}
+	r.sadd("sm", *small)
+	r.set("str", "x")
+	big2 = {"q:%d" % i for i in range(300)}
+	r.sadd("ps2", *big2)
+	check(r.object("encoding", "ps2") == b"hashtable", "ps2 not large")
+	sets = {"ps": model, "sm": small, "ps2": big2, "absent": set()}
+	members = sorted(model)
+	rnd = random.Random(5)
+	for i in range(600):
+		src, dst = rnd.choice([("ps", "sm"), ("sm", "ps"), ("ps", "absent"), ("absent", "ps"),
+		                       ("ps", "ps2"), ("ps2", "ps"), ("ps", "ps")])
+		pool = sorted(sets[src]) or ["none"]
+		m = rnd.choice(pool) if rnd.random() < 0.8 else rnd.choice(members + ["nosuch"])
+		want = m in sets[src]
+		got = r.smove(src, dst, m)
+		check(got == want, "SMOVE %s %s %s answered %r, expected %r" % (src, dst, m, got, want))
+		if want and src != dst:
+			sets[src].discard(m)
+			sets[dst].add(m)
+	for k, v in sets.items():
+		check(r.scard(k) == len(v), "SCARD %s %d, expected %d" % (k, r.scard(k), len(v)))
+		check(all(r.smismember(k, sorted(v)[:200] or ["x"])) or not v, "SMISMEMBER %s" % k)
+	s2 = stats(r)
+	check(s2["coll_whole_reads"] == s1["coll_whole_reads"], "SMOVE read a set whole")
+	m = next(iter(model))
+	for src, dst in (("ps", "str"), ("str", "ps")):
+		try:
+			r.smove(src, dst, m)
+			fail("SMOVE %s %s: no WRONGTYPE" % (src, dst))
+		except redis.ResponseError as e:
+			check(str(e).startswith("WRONGTYPE"), "SMOVE %s %s: %s" % (src, dst, e))
+	check(r.sismember("ps", m) == 1 and r.get("str") == b"x", "a WRONGTYPE SMOVE moved")
+	check({x.decode() for x in r.smembers("ps")} == model, "SMEMBERS of ps after SPOP/SMOVE")
+	check({x.decode() for x in r.smembers("sm")} == sets["sm"], "SMEMBERS of sm")
+	check({x.decode() for x in r.smembers("ps2")} == sets["ps2"], "SMEMBERS of ps2")
+	r.delete("ps", "ps2", "sm", "str", "absent")
+	print("coll_large: point SPOP/SRANDMEMBER/SMOVE phase passed (%d members left)" % len(model), flush=True)
+
+
 def concurrent_phase(r, port):
 	errs = []
 
@@ -228,7 +303,51 @@ def concurrent_phase(r, port):
 			model.discard("t%d:%d" % (t, i // 2))
 	check({k.decode() for k in r.hkeys("ch")} == model and r.hlen("ch") == len(model), "concurrent hash")
 	check({k.decode() for k in r.smembers("cs")} == model and r.scard("cs") == len(model), "concurrent set")
+	concurrent_spop(port)
 	print("coll_large: concurrent phase passed (%d members)" % len(model), flush=True)
+
+
+def concurrent_spop(port):
+	c0 = redis.Redis(host="127.0.0.1", port=port)
+	members = ["cp:%d" % i for i in range(6000)]
+	for i in range(0, len(members), 1000):
+		c0.sadd("cp", *members[i:i + 1000])
+	check(c0.object("encoding", "cp") == b"hashtable", "cp not large")
+	w0 = stats(c0)["coll_whole_reads"]
+	got, errs = [[] for _ in range(4)], []
+
+	def popper(t):
+		c = redis.Redis(host="127.0.0.1", port=port)
+		try:
+			while True:
+				if t == 0:
+					m = "cp:%d" % random.randrange(6000)
+					if c.srem("cp", m):
+						got[t].append(m.encode())
+				m = c.spop("cp")
+				if m is None:
+					break
+				got[t].append(m)
+			c.close()
+		except Exception as e:   # noqa: BLE001 (reported below)
+			errs.append(repr(e))
+
+	th = [threading.Thread(target=popper, args=(t,)) for t in range(4)]
+	for x in th:
+		x.start()
+	for x in th:
+		x.join()
+	check(not errs, "concurrent SPOP: %s" % errs[:3])
+	allgot = sorted(m.decode() for g in got for m in g)
+	check(allgot == sorted(members), "concurrent SPOP: %d taken, %d distinct, of %d" %
+	      (len(allgot), len(set(allgot)), len(members)))
+	check(c0.exists("cp") == 0, "a set emptied by SPOP still exists")
+	# drained to the end: random probes up to the bucket count (coll_large.c note 9) find the
+	# few non-empty buckets of the sparse tail; only the last few picks may read the set whole
+	w1 = stats(c0)["coll_whole_reads"]
+	check(w1 - w0 <= 60, "draining 6000 SPOPs read the set whole %d times" % (w1 - w0))
+	print("coll_large: concurrent SPOP passed", flush=True)
+	c0.close()
 
 
 def tier_phase(exe):
@@ -247,6 +366,24 @@ def tier_phase(exe):
 		# push everything out of memory: many other keys
 		for j in range(40):
 			r.mset({"pad:%d:%d" % (j, i): "p" * 200 for i in range(200)})
+		cold_set = {"cs:%d" % i for i in range(3000)}
+		members = sorted(cold_set)
+		for i in range(0, len(members), 500):
+			r.sadd("coldset", *members[i:i + 500])
+		# push everything out of memory: many other keys
+		for j in range(40):
+			r.mset({"pad:%d:%d" % (j, i): "p" * 200 for i in range(200)})
+		w0, k0 = stats(r)["coll_whole_reads"], r.info("all").get("tier_parked_commands", 0)
+		for _ in range(100):   # cold buckets: the pick parks, its re-run reads the same bucket
+			m = r.spop("coldset")
+			check(m is not None and m.decode() in cold_set, "cold SPOP %r" % m)
+			cold_set.discard(m.decode())
+			m = r.srandmember("coldset")
+			check(m is not None and m.decode() in cold_set, "cold SRANDMEMBER %r" % m)
+		check(r.scard("coldset") == len(cold_set), "SCARD after cold SPOPs")
+		check(stats(r)["coll_whole_reads"] == w0, "a cold SPOP read the set whole")
+		check(r.info("all").get("tier_parked_commands", 0) > k0, "the cold SPOPs never parked")
+		check({x.decode() for x in r.smembers("coldset")} == cold_set, "SMEMBERS after cold SPOPs")
 		for f in random.sample(list(model), 30):
 			p0 = stats(r)["coll_part_reads"]
 			check(r.hget("cold", f) == model[f].encode(), "cold HGET %s" % f)
@@ -274,6 +411,7 @@ def main():
 		check(r.config_get("coll-record-max") == {"coll-record-max": "256"}, "coll-record-max")
 		hash_phase(r)
 		set_phase(r)
+		point_random_phase(r)
 		concurrent_phase(r, srv.port)
 		r.close()
 	finally:
