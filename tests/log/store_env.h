@@ -122,4 +122,14 @@ static inline int store_fd_wait(int fd, int ms)
 	return n;
 }
 
+/* One wait of an operation that answered HLOG_PENDING: poll the session, sleep on its fd while a
+ * read is in flight, poll again (the read's completion runs the ready callback). */
+static inline void store_pending_step(hlog_session *s, int fd)
+{
+	hlog_session_poll(s);
+	if (hlog_session_inflight(s))
+		store_fd_wait(fd, 5);
+	hlog_session_poll(s);
+}
+
 #endif

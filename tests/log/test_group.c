@@ -166,10 +166,7 @@ static int grp_run(gf *f, grp *g)
 	hlog_session_set_op(f->s, g);
 	while ((rc = hlog_group_rmw(f->s, &g->head, &grp_ops, g, g->parts, g->n)) == HLOG_PENDING) {
 		assert_true(++rounds < 100000);
-		hlog_session_poll(f->s);
-		if (hlog_session_inflight(f->s))
-			store_fd_wait(f->fd, 5);
-		hlog_session_poll(f->s);
+		store_pending_step(f->s, f->fd);
 	}
 	if (f->env.d)
 		hlog_session_release(f->s, g);

@@ -101,10 +101,7 @@ static int ik_run(ik *f, ikop *o)
 	int rc, rounds = 0;
 	while ((rc = ik_run_once(f, o)) == HLOG_PENDING) {
 		assert_true(++rounds < 100000);
-		hlog_session_poll(f->s);
-		if (hlog_session_inflight(f->s))
-			store_fd_wait(f->fd, 5);
-		hlog_session_poll(f->s);
+		store_pending_step(f->s, f->fd);
 	}
 	if (f->env.d)
 		hlog_session_release(f->s, o);
