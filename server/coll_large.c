@@ -48,7 +48,8 @@
  *  7. A cid belongs to one user key for its life (RENAME, COPY, DUMP read a large collection
  *     whole and write a small record: coll_large_flat), which is what makes liveness decidable
  *     from the registry part: cid|R names the owner; a part is live iff the owner's head is large
- *     with that cid (coll_part_live, compaction's hook).
+ *     with that cid (coll_part_live, compaction's hook). The registry of the key "" is an empty
+ *     value, never a tombstone: a missing registry says dead for every part of the collection.
  *  9. SRANDMEMBER and SPOP without a count are point operations (COLL_HINT_RANDOM): the read
  *     takes random buckets, the i-th a hash of (cursor, i) mod the bucket count, until one is
  *     non-empty, at most as many as there are buckets (RANDOM_PROBES at least), and the command
@@ -589,7 +590,9 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return rc;
 	size_t np = 0;
 	coll_registry_key(t_keys[0], h.cid);
-	part_set(np++, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	part_set(np, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	t_parts[np].val = k->ptr;
+	t_parts[np++].del = false;   /* the key "" is an empty value, not a delete (note 7) */
 	h.mbytes = k->len;
 	for (uint64_t b = 0; b < nb; b++) {
 		const uint8_t *lp = t_route.p + t_no[b];
