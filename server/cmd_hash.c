@@ -740,7 +740,8 @@ static void hscan_body(client *c, const coll_view *v, void *arg)
 	if (v->large) {                  /* whole buckets (note 10) */
 		next = x->hint->next;
 	} else if (v->enc != CENC_LISTPACK) {   /* by position (note 5) */
-		from = x->cursor < n ? x->cursor : n;
+		/* a large hash's cursor (COLL_SCAN_LARGE) met by a small one: from the start */
+		from = x->cursor & COLL_SCAN_LARGE ? 0 : x->cursor < n ? x->cursor : n;
 		to = n - from > (unsigned long long)x->count ? from + (unsigned long long)x->count : n;
 		next = to < n ? to : 0;
 	}

@@ -41,11 +41,15 @@
  *     COUNT entries' worth), the cursor being the next bucket and 0 at the end. Buckets only split,
  *     never merge, and a split moves a member from bucket s up to s + 2^level, so a member's
  *     bucket number only grows: a member present throughout is either in a bucket at or past the
- *     cursor or was in the bucket a call answered, so it is returned at least once.
+ *     cursor or was in the bucket a call answered, so it is returned at least once. The cursor
+ *     is tagged (COLL_SCAN_LARGE): one without the tag is a small hashtable hash's position from
+ *     before its conversion, and restarts from bucket 0 (an untagged bucket number would skip
+ *     the buckets below it, whose fields the small scan had not reached).
  *  7. A cid belongs to one user key for its life (RENAME, COPY, DUMP read a large collection
  *     whole and write a small record: coll_large_flat), which is what makes liveness decidable
  *     from the registry part: cid|R names the owner; a part is live iff the owner's head is large
- *     with that cid (coll_part_live, compaction's hook).
+ *     with that cid (coll_part_live, compaction's hook). The registry of the key "" is an empty
+ *     value, never a tombstone: a missing registry says dead for every part of the collection.
  *  9. SRANDMEMBER and SPOP without a count are point operations (COLL_HINT_RANDOM): the read
  *     takes random buckets, the i-th a hash of (cursor, i) mod the bucket count, until one is
  *     non-empty, at most as many as there are buckets (RANDOM_PROBES at least), and the command
@@ -320,20 +324,22 @@ static long buckets_pick(client *c, const coll_head *h, int first, int step, con
 static long buckets_scan(const coll_head *h, coll_hint *hint)
 {
 	uint64_t nb = coll_bucket_count(h), per = h->count / nb + 1, want;
+	/* an untagged cursor is the small layout's position (the hash converted meanwhile) */
+	uint64_t from = hint->cursor & COLL_SCAN_LARGE ? hint->cursor & ~COLL_SCAN_LARGE : 0;
 	hint->next = 0;
-	if (hint->cursor >= nb)
+	if (from >= nb)
 		return 0;
 	want = ((uint64_t)hint->count + per - 1) / per;
 	want = want < 1 ? 1 : want > 1024 ? 1024 : want;
-	if (h->count <= (uint64_t)hint->count && hint->cursor == 0)
+	if (h->count <= (uint64_t)hint->count && from == 0)
 		want = nb;   /* all of it fits one call: one answer with cursor 0, as Redis's dict gives */
-	if (want > nb - hint->cursor)
-		want = nb - hint->cursor;
+	if (want > nb - from)
+		want = nb - from;
 	if (arrays_reserve(want) < 0)
 		return -ENOMEM;
 	for (uint64_t j = 0; j < want; j++)
-		t_bs[j] = hint->cursor + j;
-	hint->next = hint->cursor + want < nb ? hint->cursor + want : 0;
+		t_bs[j] = from + j;
+	hint->next = from + want < nb ? (from + want) | COLL_SCAN_LARGE : 0;
 	return (long)want;
 }
 
@@ -584,7 +590,9 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return rc;
 	size_t np = 0;
 	coll_registry_key(t_keys[0], h.cid);
-	part_set(np++, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	part_set(np, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	t_parts[np].val = k->ptr;
+	t_parts[np++].del = false;   /* the key "" is an empty value, not a delete (note 7) */
 	h.mbytes = k->len;
 	for (uint64_t b = 0; b < nb; b++) {
 		const uint8_t *lp = t_route.p + t_no[b];

@@ -647,10 +647,14 @@ typedef struct coll_hint {
 	int first, step;
 	/* COLL_HINT_SCAN (HSCAN, coll_large.c note 8): the buckets from cursor on, whole ones, about
 	 * count entries' worth (at least one bucket); next: the bucket after them, 0 at the end
-	 * (set by the read) */
+	 * (set by the read), each a bucket number tagged COLL_SCAN_LARGE (0 stays 0) */
 	unsigned long long cursor, next;
 	long long count;
 } coll_hint;
+/* A large hash's HSCAN cursor: the bucket | this bit, so that a cursor of the other layout (a
+ * small hashtable hash's position, before a conversion) is told apart and restarts the scan
+ * from the start, returning some fields twice but missing none (coll_large.c note 8). */
+#define COLL_SCAN_LARGE (1ull << 62)
 /* Read key as a collection of type (COLL_*), or of any type, strings included, when type is 0.
  * HLOG_OK (fn called), HLOG_NOTFOUND, SPW_E_WRONGTYPE, SPW_E_CORRUPT, HLOG_PENDING or an error.
  * A large collection is read whole (type 0: its head alone). */

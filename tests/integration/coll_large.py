@@ -270,6 +270,29 @@ def point_random_phase(r):
 	print("coll_large: point SPOP/SRANDMEMBER/SMOVE phase passed (%d members left)" % len(model), flush=True)
 
 
+def hscan_conversion_phase(r):
+	"""An HSCAN begun on a small hashtable hash (cursor: a position) and continued after the hash
+	became large returns every field present throughout (the cursor of the other layout restarts
+	the walk: some fields twice, none missed)."""
+	r.delete("hsc")
+	orig = {("f%d" % i).encode() for i in range(9)}   # 9 fields: hashtable, still small
+	for f in sorted(orig):
+		r.hset("hsc", f, "v")
+	check(r.object("encoding", "hsc") == b"hashtable", "hsc is hashtable")
+	conv = stats(r)["coll_large_conversions"]
+	cur, got = r.hscan("hsc", 0, count=3)
+	check(cur != 0, "a small hashtable hash scans by position")
+	seen = set(got)
+	for i in range(200):
+		r.hset("hsc", "new%d" % i, "x" * 20)
+	check(stats(r)["coll_large_conversions"] > conv, "hsc became large")
+	while cur != 0:
+		cur, got = r.hscan("hsc", cur, count=3)
+		seen |= set(got)
+	check(orig <= seen, "HSCAN across a conversion missed %s" % sorted(orig - seen))
+	r.delete("hsc")
+
+
 def concurrent_phase(r, port):
 	errs = []
 
@@ -412,6 +435,7 @@ def main():
 		hash_phase(r)
 		set_phase(r)
 		point_random_phase(r)
+		hscan_conversion_phase(r)
 		concurrent_phase(r, srv.port)
 		r.close()
 	finally:

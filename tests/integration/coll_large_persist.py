@@ -458,6 +458,41 @@ class Compaction(Base):
 		self.assertEqual(st.shutdown(), 0)
 		self.done = True
 
+	def test_compaction_keeps_the_parts_of_a_large_hash_under_the_empty_key(self):
+		"""A large hash under the key "" (its registry part's value is the empty owner key): its
+		parts age onto the device, COMPACT keeps every one (the registry was written as a
+		tombstone, and compaction then dropped every bucket of the live hash), also after a
+		SIGKILL (the AOF replays the empty registry value), a second COMPACT and a restart."""
+		st = self.store(COMPACT + AOF)
+		r = st.start()
+		p = r.pipeline(transaction=False)
+		want = {b"field:%d" % i: b"value:%d" % i for i in range(2000)}
+		for f, v in want.items():
+			p.hset(b"", f, v)
+		flush(p)
+		self.assertGreater(info(r, "coll_large_conversions"), 0, "the hash under \"\" became large")
+		for i in range(0, 6000, PIPE):   # 6 MB of strings push the parts out of the 4 MB memory
+			for j in range(i, i + PIPE):
+				p.set(b"fill:%d" % j, (b"%d:" % j) * 250)
+			flush(p)
+		self.assertEqual(r.execute_command("COMPACT"), b"OK")
+		self.assertEqual(r.hgetall(b""), want)
+		self.assertEqual(st.kill(), -signal.SIGKILL)
+		r = st.start()   # the AOF replays the group, its empty registry value included
+		self.assertEqual(r.hgetall(b""), want)
+		p = r.pipeline(transaction=False)
+		for i in range(0, 6000, PIPE):
+			for j in range(i, i + PIPE):
+				p.set(b"fill2:%d" % j, (b"%d:" % j) * 250)
+			flush(p)
+		self.assertEqual(r.execute_command("COMPACT"), b"OK")
+		self.assertEqual(r.hgetall(b""), want)
+		self.assertEqual(st.shutdown(), 0)
+		r = st.start()
+		self.assertEqual(r.hgetall(b""), want)
+		self.assertEqual(st.shutdown(), 0)
+		self.done = True
+
 
 if __name__ == "__main__":
 	unittest.main(verbosity=2)
