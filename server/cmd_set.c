@@ -435,7 +435,12 @@ static void spop_pick_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 
 	if (!(x->large = v->large != NULL))
 		return;
-	cset_get(v->enc, v->p, (uint32_t)(rng_next() % cset_card(v->enc, v->p)), &m);
+	uint32_t n = cset_card(v->enc, v->p);
+	if (n == 0) {             /* the whole read found no member while the head counts some */
+		x->rc = SPW_E_CORRUPT;
+		return;
+	}
+	cset_get(v->enc, v->p, (uint32_t)(rng_next() % n), &m);
 	const char *s = lp_val_str(&m, buf, &len);
 	if (lp_buf_reserve(&x->m, len ? len : 1) < 0) {
 		x->rc = -ENOMEM;
