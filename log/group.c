@@ -34,9 +34,14 @@
  *     Once the head's CAS won, each part is published by a CAS on its own index entry, its
  *     previous-address field set from the word it expects; a failed part CAS refreshes the word and
  *     tries again, or looks the entry up again when the word is no longer its key's (a clear took
- *     the entry: a fresh one, tag|0, is below any Begin). That may only lose to compaction's conditional copy of an older version (parts
- *     are written only under the collection's exclusive latch), and the copy, once overtaken, is
- *     garbage like any superseded version. For the same reason an old version of a part needs no
+ *     the entry: a fresh one, tag|0, is below any Begin). Among writers of the part's own key it may only lose to compaction's conditional
+ *     copy of an older version (parts are written only under the collection's exclusive latch),
+ *     and the copy, once overtaken, is garbage like any superseded version. KNOWN DEFECT: that
+ *     copy, or a record of another key sharing the entry (same bucket and tag), published after
+ *     the reservation lies above the span, so the part's CAS goes on top of a newer address and
+ *     its previous-address field points up; pending.c's device walk and recover.c's index repair
+ *     assume chains go down (docs/ARCHITECTURE.md "Large collections: what v1 builds";
+ *     tests/log/test_group.c reproduces it under SPW_KNOWN_BUGS). For the same reason an old version of a part needs no
  *     seal: no in-place writer can be on it. The head and the parts become valid only after every
  *     part is published; readers that meet them meanwhile wait (ops.c note 1), holding nothing.
  *     The head's old version R, when mutable, stays locked exclusive from the lookup to the end
