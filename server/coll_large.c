@@ -851,7 +851,8 @@ static void owner_copy_cb(void *ctx, const hlog_value *v)
 		x->err = -ENOMEM;
 		return;
 	}
-	memcpy(x->owner, v->ptr, v->len);
+	if (v->len)   /* the empty key: no pointer to copy from */
+		memcpy(x->owner, v->ptr, v->len);
 	x->olen = v->len;
 }
 
