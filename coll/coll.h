@@ -42,7 +42,10 @@ enum { CENC_LISTPACK = 1, CENC_INTSET = 2, CENC_QUICKLIST = 3, CENC_HASHTABLE = 
  *   +32 u8  level     linear hashing's i: a member goes to h mod 2^i, or to h mod 2^(i+1) when
  *                     that is below the split pointer (h: XXH3 of the member seeded by cid)
  *   +40 u64 split     the split pointer, below 2^level
- * The members live in bucket parts, each a listpack of the small layout's entries. */
+ * A hash's or set's members live in bucket parts, each a listpack of the small layout's entries.
+ * Every large head, whatever its type, starts with these 48 bytes (a list's level and split are
+ * 0; a zset's are its member -> score buckets'); a list's or zset's own fields follow (used >
+ * 40), so that TYPE, OBJECT ENCODING, MEMORY USAGE and compaction's liveness rule read any type. */
 #define COLL_LARGE_HDR 48u
 typedef struct coll_head {
 	int type, enc;

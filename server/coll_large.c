@@ -456,6 +456,11 @@ int coll_large_read(client *c, const hlog_key *k, int type, const coll_hint *hin
 		fn(ctx, &view, &hr.hv);
 		goto out;
 	}
+	if (hr.h.type == COLL_LIST || hr.h.type == COLL_ZSET) {   /* their own layouts */
+		coll_latch_shared_release(k->hash);
+		return hr.h.type == COLL_LIST ? coll_list_large_read(c, k, type, hint, fn, ctx)
+		                              : coll_zset_large_read(c, k, type, hint, fn, ctx);
+	}
 	rc = HLOG_NOTFOUND;
 	if (mode == COLL_HINT_RANDOM && (rc = buckets_random(c, &hr.h, hint->cursor)) != HLOG_NOTFOUND &&
 	    rc != HLOG_OK)
@@ -557,6 +562,10 @@ static void edit_reset(coll_edit *e, bool found)
 /* Whether an edit's result is to be large (coll-record-max's rule in the contract). */
 bool coll_large_wanted(int type, int enc, size_t used)
 {
+	if (type == COLL_LIST)
+		return coll_list_large_wanted(enc, used);
+	if (type == COLL_ZSET)
+		return coll_zset_large_wanted(enc, used);
 	return (type == COLL_HASH || type == COLL_SET) && enc == CENC_HASHTABLE && used > RECORD_MAX;
 }
 
@@ -762,6 +771,10 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 		rc = SPW_E_WRONGTYPE;
 		goto out;
 	}
+	if (hr.h.type == COLL_LIST || hr.h.type == COLL_ZSET) {   /* their own layouts */
+		coll_latch_excl_release(k->hash);
+		return hr.h.type == COLL_LIST ? coll_list_large_rmw(c, k, e) : coll_zset_large_rmw(c, k, e);
+	}
 	if ((n = buckets_pick(c, &hr.h, e->hint_first, e->hint_step, e->hint_member)) < 0) {
 		rc = (int)n;
 		goto out;
@@ -800,6 +813,10 @@ int coll_large_convert(client *c, const hlog_key *k, coll_edit *e)
 	size_t len;
 	int rc;
 
+	if (e->type == COLL_LIST)
+		return coll_list_large_convert(c, k, e);
+	if (e->type == COLL_ZSET)
+		return coll_zset_large_convert(c, k, e);
 	bufs_enter();
 	coll_latch_excl(k->hash);
 	rc = head_read(c, k, &hr);

@@ -737,6 +737,25 @@ bool coll_large_wanted(int type, int enc, size_t used);
  * the thread's next call. HLOG_OK, HLOG_NOTFOUND, HLOG_PENDING, COLL_E_RESTART (no longer large:
  * read it again) or an error. */
 int coll_large_flat(client *c, const hlog_key *k, const uint8_t **val, size_t *len);
+/* The large layouts of lists (coll_list_large.c) and sorted sets (coll_zset_large.c). Every large
+ * head starts with coll/coll.h's 48-byte prefix (cid, count, mbytes at the same offsets, level and
+ * split: a list's are 0), its own fields after it (used > 40), so TYPE, OBJECT ENCODING, MEMORY
+ * USAGE, HLEN-style counts and compaction's liveness rule (coll_part_live) read every type alike.
+ * coll_large.c reads the head, answers COLL_HINT_HEAD and COLL_HINT_COUNT itself, and hands every
+ * other read and every write of a large list or zset to these, without its latch held; they keep
+ * coll_large_read's, coll_large_rmw's and coll_large_convert's contracts (WHOLE reads give the
+ * command the small layout's payload assembled in order, which RENAME, COPY and DUMP use through
+ * coll_large_flat). _wanted: coll_large_wanted's rule for the type. */
+int coll_list_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint,
+                         coll_read_fn fn, void *ctx);
+int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e);
+int coll_list_large_convert(client *c, const hlog_key *k, coll_edit *e);
+bool coll_list_large_wanted(int enc, size_t used);
+int coll_zset_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint,
+                         coll_read_fn fn, void *ctx);
+int coll_zset_large_rmw(client *c, const hlog_key *k, coll_edit *e);
+int coll_zset_large_convert(client *c, const hlog_key *k, coll_edit *e);
+bool coll_zset_large_wanted(int enc, size_t used);
 /* hlog_config.part_live (coll_large.c note 7). */
 int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 
