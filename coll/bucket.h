@@ -22,6 +22,7 @@
 /* Internal keys: cid (8 bytes big-endian) | kind | suffix. */
 #define COLL_KIND_BUCKET 'b'
 #define COLL_KIND_REGISTRY 'R'
+#define COLL_KIND_NODE 'n'      /* a large list's node (coll/deque.h) */
 #define COLL_BUCKET_KEY_BYTES 17u
 #define COLL_REGISTRY_KEY_BYTES 9u
 

@@ -39,6 +39,11 @@
  *     change and the re-run starts over.
  *  6. Pending reads: every single-key command is one store operation that may answer HLOG_PENDING
  *     before it changed anything (reply_store_failed parks the client, the request runs again).
+ *  7. A large list (server/coll_list_large.c): each command also says what it does, for the
+ *     large layout's point paths: pushes, pops, LSET and LTRIM a coll_list_op (its answer comes
+ *     back there, o.done set), LLEN a count hint, LINDEX, LRANGE and LMOVE's peek a COLL_HINT_LIST
+ *     (the view then holds just the elements asked for, view->large set). LINSERT, LREM, LPOS
+ *     and an LMOVE within one list run their small-layout code on the whole list assembled.
  */
 #include "server/server_int.h"
 
@@ -174,9 +179,10 @@ static int push_fn(coll_edit *e, const coll_view *cur)
 static void push_generic(client *c, bool left, bool xx)
 {
 	struct push_ctx x = { .left = left, .first = 2 };
-	coll_edit e = { .type = COLL_LIST, .create = !xx, .fn = push_fn, .arg = &x };
+	coll_list_op o = { .op = COLL_LIST_PUSH, .left = left, .elems = &c->argv[2], .nelems = c->argc - 2 };
+	coll_edit e = { .type = COLL_LIST, .create = !xx, .fn = push_fn, .arg = &x, .list_op = &o };
 	if (!reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
-		reply_int(c, x.len);
+		reply_int(c, o.done ? o.len : x.len);
 }
 
 void cmd_lpush(client *c) { push_generic(c, true, false); }
@@ -239,9 +245,14 @@ static int pop_fn(coll_edit *e, const coll_view *cur)
 
 static int pop_run(client *c, const resp_slice *key, struct pop_ctx *x, bool *found /* out */)
 {
-	coll_edit e = { .type = COLL_LIST, .fn = pop_fn, .arg = x };
+	coll_list_op o = { .op = COLL_LIST_POP, .left = x->left, .a = x->count };
+	coll_edit e = { .type = COLL_LIST, .fn = pop_fn, .arg = x, .list_op = &o };
 	int rc = coll_rmw(c, key, &e);
 	*found = e.found;
+	if (o.done) {   /* a large list (note 7) */
+		x->n = o.n;
+		x->popped = o.popped;
+	}
 	return rc;
 }
 
@@ -303,13 +314,14 @@ static void llen_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 {
 	struct read_ctx *x = ctx;
 	(void)rec;
-	x->n = list_ok(v) ? (long long)coll_lp_count(v) : -1;
+	x->n = v->large ? (long long)v->large->count : list_ok(v) ? (long long)coll_lp_count(v) : -1;
 }
 
 void cmd_llen(client *c)
 {
 	struct read_ctx x = { .c = c };
-	int rc = coll_read(c, &c->argv[1], COLL_LIST, llen_cb, &x);
+	coll_hint h = { .mode = COLL_HINT_COUNT };
+	int rc = coll_read_hint(c, &c->argv[1], COLL_LIST, &h, llen_cb, &x);
 	count_list_lookup(c, rc);
 	if (rc == HLOG_OK && x.n < 0)
 		rc = SPW_E_CORRUPT;
@@ -327,7 +339,7 @@ static void lindex_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 		reply_err_not_int(x->c);
 	else if (!list_ok(v))
 		reply_err_store(x->c, SPW_E_CORRUPT);
-	else if ((p = lp_seek(v->p, (long)x->a)))
+	else if ((p = v->large ? lp_first(v->p) : lp_seek(v->p, (long)x->a)))
 		reply_entry(x->c, p);
 	else
 		reply_null(x->c);
@@ -337,7 +349,8 @@ void cmd_lindex(client *c)
 {
 	struct read_ctx x = { .c = c };
 	x.arg_ok = arg_ll(&c->argv[2], &x.a);
-	int rc = coll_read(c, &c->argv[1], COLL_LIST, lindex_cb, &x);
+	coll_hint h = { .mode = x.arg_ok ? COLL_HINT_LIST : COLL_HINT_HEAD, .list_a = x.a, .list_index = true };
+	int rc = coll_read_hint(c, &c->argv[1], COLL_LIST, &h, lindex_cb, &x);
 	count_list_lookup(c, rc);
 	if (!reply_store_failed(c, rc) && rc == HLOG_NOTFOUND)
 		reply_null(c);
@@ -350,6 +363,8 @@ static void lrange_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 	(void)rec;
 	if (!list_ok(v))
 		reply_err_store(x->c, SPW_E_CORRUPT);
+	else if (v->large)   /* note 7: just the range */
+		reply_entries(x->c, v->p, lp_first(v->p), (long)lp_count(v->p), false);
 	else if (!list_range((long)coll_lp_count(v), (long)x->a, (long)x->b, &from, &to))
 		resp_write_array_len(&x->c->out, 0);
 	else
@@ -363,7 +378,8 @@ void cmd_lrange(client *c)
 		reply_err_not_int(c);
 		return;
 	}
-	int rc = coll_read(c, &c->argv[1], COLL_LIST, lrange_cb, &x);
+	coll_hint h = { .mode = COLL_HINT_LIST, .list_a = x.a, .list_b = x.b };
+	int rc = coll_read_hint(c, &c->argv[1], COLL_LIST, &h, lrange_cb, &x);
 	count_list_lookup(c, rc);
 	if (!reply_store_failed(c, rc) && rc == HLOG_NOTFOUND)
 		resp_write_array_len(&c->out, 0);
@@ -401,10 +417,16 @@ static int lset_fn(coll_edit *e, const coll_view *cur)
 void cmd_lset(client *c)
 {
 	struct edit_ctx x = { 0 };
-	coll_edit e = { .type = COLL_LIST, .fn = lset_fn, .arg = &x };
+	coll_list_op o = { .op = COLL_LIST_SET, .val = &c->argv[3] };
+	coll_edit e = { .type = COLL_LIST, .fn = lset_fn, .arg = &x, .list_op = &o };
 	x.arg_ok = arg_ll(&c->argv[2], &x.a);
+	o.a = x.a;
+	if (!x.arg_ok)
+		o.op = COLL_LIST_PROBE;
 	if (reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		return;
+	if (o.done)
+		x.result = o.result;
 	if (!e.found)
 		reply_error(c, "ERR no such key");
 	else if (!x.arg_ok)
@@ -441,11 +463,14 @@ static int ltrim_fn(coll_edit *e, const coll_view *cur)
 void cmd_ltrim(client *c)
 {
 	struct edit_ctx x = { 0 };
-	coll_edit e = { .type = COLL_LIST, .fn = ltrim_fn, .arg = &x };
+	coll_list_op o = { .op = COLL_LIST_TRIM };
+	coll_edit e = { .type = COLL_LIST, .fn = ltrim_fn, .arg = &x, .list_op = &o };
 	if (!arg_ll(&c->argv[2], &x.a) || !arg_ll(&c->argv[3], &x.b)) {
 		reply_err_not_int(c);
 		return;
 	}
+	o.a = x.a;
+	o.b = x.b;
 	if (!reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		reply_ok(c);
 }
@@ -619,7 +644,7 @@ static void move_peek_cb(void *ctx, const coll_view *v, const hlog_value *rec)
 		x->rc = SPW_E_CORRUPT;
 		return;
 	}
-	if (!(p = x->from_left ? lp_first(v->p) : lp_last(v->p)))
+	if (!(p = v->large || x->from_left ? lp_first(v->p) : lp_last(v->p)))
 		return;
 	s = lp_entry_str(p, buf, &x->vlen);
 	if (!(dst = worker_scratch(x->c->w, x->vlen ? x->vlen : 1))) {
@@ -696,7 +721,8 @@ static void move_generic(client *c, bool from_left, bool to_left)
 	if (c->resume.stage == 0) {
 		if (reply_store_failed(c, command_keys_prefetch(c, 1, 2, 1)))
 			return;
-		rc = coll_read(c, src, COLL_LIST, move_peek_cb, &x);
+		coll_hint h = { .mode = COLL_HINT_LIST, .list_a = from_left ? 0 : -1, .list_index = true };
+		rc = coll_read_hint(c, src, COLL_LIST, &h, move_peek_cb, &x);
 		if (rc == HLOG_OK)
 			rc = x.rc;
 		if (reply_store_failed(c, rc))
@@ -706,7 +732,9 @@ static void move_generic(client *c, bool from_left, bool to_left)
 			return;
 		}
 		struct push_ctx px = { .left = to_left, .vlen = x.vlen };
-		coll_edit e = { .type = COLL_LIST, .create = true, .fn = push_fn, .arg = &px };
+		resp_slice el = { (const char *)worker_scratch(c->w, x.vlen ? x.vlen : 1), x.vlen };
+		coll_list_op o = { .op = COLL_LIST_PUSH, .left = to_left, .elems = &el, .nelems = 1 };
+		coll_edit e = { .type = COLL_LIST, .create = true, .fn = push_fn, .arg = &px, .list_op = &o };
 		if (reply_store_failed(c, coll_rmw(c, dst, &e)))
 			return;
 		y.keep = x.vlen;

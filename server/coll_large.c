@@ -854,7 +854,8 @@ out:
 /* ---------------- compaction's liveness check of parts (note 7) ---------------- */
 
 struct live_ctx {
-	uint64_t cid;
+	uint64_t cid, n;          /* n: the part's suffix (a bucket's or a list node's number) */
+	int kind;
 	bool live;
 	uint8_t *owner;
 	size_t olen;
@@ -879,6 +880,8 @@ static void owner_head_cb(void *ctx, const hlog_value *v)
 	coll_head h;
 	x->live = v->rtype == HLOG_T_HEAD && coll_is_large(v->ptr, v->len) &&
 	          coll_large_parse(v->ptr, v->len, &h) && h.cid == x->cid;
+	if (x->live && h.type == COLL_LIST)   /* a list's finer rule: its nodes by position */
+		x->live = coll_list_part_live(v->ptr, v->len, x->kind, x->n);
 }
 
 /* hlog_config.part_live: cid|R names the owner; a part is live iff the owner's head is a large
@@ -893,6 +896,8 @@ int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, con
 
 	if (!coll_part_key_parse(key, klen, &x.cid, &kind, &b))
 		return 1;   /* not a collection's part: not ours to judge */
+	x.kind = kind;
+	x.n = b;
 	if (kind == COLL_KIND_REGISTRY) {
 		owner_copy_cb(&x, v);
 	} else {

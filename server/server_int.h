@@ -277,6 +277,9 @@ struct spw_command;
 	X(coll_part_reads, SRV_CTR_STATS, "coll_part_reads", "part records of large collections read by commands") \
 	X(coll_whole_reads, SRV_CTR_STATS, "coll_whole_reads", "commands that assembled a whole large collection (coll_large.c note 1)") \
 	X(coll_group_writes, SRV_CTR_STATS, "coll_group_writes", "hlog_group_rmw calls that succeeded (coll_large.c note 2)") \
+	X(coll_list_node_writes, SRV_CTR_STATS, "coll_list_node_writes", "node parts of large lists written (coll_list_large.c note 2)") \
+	X(coll_list_node_reads, SRV_CTR_STATS, "coll_list_node_reads", "node parts of large lists read (coll_list_large.c note 3)") \
+	X(coll_list_whole, SRV_CTR_STATS, "coll_list_whole_ops", "commands that assembled a whole large list (coll_list_large.c note 5)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -650,7 +653,13 @@ typedef struct coll_hint {
 	 * (set by the read), each a bucket number tagged COLL_SCAN_LARGE (0 stays 0) */
 	unsigned long long cursor, next;
 	long long count;
+	/* Lists (COLL_HINT_LIST, coll_list_large.c note 3): the element at index list_a (list_index),
+	 * or the range list_a..list_b as LRANGE takes it; the view then holds just those elements
+	 * (view->large set). */
+	long long list_a, list_b;
+	bool list_index;
 } coll_hint;
+#define COLL_HINT_LIST 16
 /* A large hash's HSCAN cursor: the bucket | this bit, so that a cursor of the other layout (a
  * small hashtable hash's position, before a conversion) is told apart and restarts the scan
  * from the start, returning some fields twice but missing none (coll_large.c note 8). */
@@ -703,10 +712,32 @@ struct coll_edit {
 	/* in: or, with hint_first 0, the one member a point write names when it is no argv slot
 	 * (SPOP's pick, coll_large.c note 9); NULL: none. Valid until coll_rmw returns. */
 	const resp_slice *hint_member;
+	/* in: a list command's point operation on a large list (coll_list_large.c note 2), or NULL:
+	 * a large list runs fn on the whole list assembled (note 5) */
+	struct coll_list_op *list_op;
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;
 };
+/* Lists: what a command does, for the large layout's point paths (coll_list_large.c note 2). The
+ * small path runs fn and ignores it. PROBE: nothing, found only (an argument error Redis reports
+ * after its lookup). */
+enum { COLL_LIST_PUSH = 1, COLL_LIST_POP = 2, COLL_LIST_SET = 3, COLL_LIST_TRIM = 4, COLL_LIST_PROBE = 5 };
+typedef struct coll_list_op {
+	int op;
+	bool left;                /* PUSH, POP: the head end */
+	const resp_slice *elems;  /* PUSH: the elements in argument order */
+	int nelems;
+	long long a, b;           /* POP: count; SET: index; TRIM: start, end */
+	const resp_slice *val;    /* SET */
+	/* out */
+	bool done;                /* the large path ran it (the fields below are its answer) */
+	long long len;            /* PUSH: the length after */
+	long n;                   /* POP: elements popped, */
+	const uint8_t *popped;    /* a listpack of them in list order (valid until the thread's next
+	                           * large list command) */
+	int result;               /* SET: 1 set, 0 out of range */
+} coll_list_op;
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
@@ -751,6 +782,9 @@ int coll_list_large_read(client *c, const hlog_key *k, int type, const coll_hint
 int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e);
 int coll_list_large_convert(client *c, const hlog_key *k, coll_edit *e);
 bool coll_list_large_wanted(int enc, size_t used);
+/* coll_part_live's rule for a large list's parts (coll/deque.h dq_part_live): head is the owner's
+ * head value, already known to be a large list with the part's cid. */
+bool coll_list_part_live(const uint8_t *head, size_t len, int kind, uint64_t n);
 int coll_zset_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint,
                          coll_read_fn fn, void *ctx);
 int coll_zset_large_rmw(client *c, const hlog_key *k, coll_edit *e);

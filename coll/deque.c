@@ -1,0 +1,147 @@
+/*
+ * deque.c - a large list's head format, node keys, liveness rule and node cuts (deque.h).
+ *
+ * Design notes:
+ *  1. Nodes by position (docs/ARCHITECTURE.md "Large collections", the list row): element p is in
+ *     node p / c, so LINDEX and LSET find their node by arithmetic, with no index of nodes, and a
+ *     push or pop changes only an end node. Every node strictly between the two ends holds
+ *     exactly c entries, which is what makes the arithmetic true; commands that would break it
+ *     (LINSERT, LREM) rewrite the list whole (server/coll_list_large.c note 5).
+ *  2. The end nodes live in the head, so a push or a pop that stays within its end node changes
+ *     one record. A node becomes a part only when a push moves past it (it is full then), and
+ *     stops being one when a pop or LTRIM makes it an end (it is copied into the head) or drops
+ *     it. Hence the liveness rule (dq_part_live): strictly between the end nodes; the stale part
+ *     of a node now in the head, or of one popped, is garbage for compaction, with no tombstone.
+ *  3. Cuts copy entry bytes as they are (coll/list.c note 3) and write each node's count exactly:
+ *     a node holds at most DQ_C_MAX (128) entries, far below the listpack's 65535 limit.
+ */
+#include "coll/deque.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void be64_write(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static bool node_ok(const uint8_t *lp, size_t len, uint64_t want)
+{
+	return len >= LP_EMPTY_BYTES && lp_bytes(lp) == len && lp[len - 1] == LP_EOF &&
+	       want > 0 && lp_count(lp) == want;
+}
+
+bool dq_parse(const uint8_t *v, size_t len, dq_head *out)
+{
+	if (len < DQ_HEAD_BYTES || (v[0] & ~COLL_LARGE) != COLL_LIST || !(v[0] & COLL_LARGE))
+		return false;
+	uint64_t used = lp_u32(v + 4);
+	out->lo = coll_u64(v + 48);
+	out->hi = coll_u64(v + 56);
+	out->c = lp_u32(v + 64);
+	out->llen = lp_u32(v + 68);
+	out->rlen = lp_u32(v + 72);
+	if (out->c < 1 || out->c > DQ_C_MAX || out->lo >= out->hi || coll_u64(v + 16) != out->hi - out->lo ||
+	    used != dq_head_used(out->llen, out->rlen) || COLL_HDR + used > len)
+		return false;
+	out->left = v + DQ_HEAD_BYTES;
+	out->right = out->rlen ? out->left + out->llen : NULL;
+	uint64_t nlo = dq_first_node(out), nhi = dq_last_node(out);
+	uint64_t lend = (nlo + 1) * out->c < out->hi ? (nlo + 1) * out->c : out->hi;
+	if (!node_ok(out->left, out->llen, lend - out->lo))
+		return false;
+	if ((nlo == nhi) != (out->rlen == 0))
+		return false;
+	return !out->rlen || node_ok(out->right, out->rlen, out->hi - nhi * out->c);
+}
+
+size_t dq_write(uint8_t *dst, coll_head *h, uint64_t lo, uint64_t hi, uint32_t c, const uint8_t *l,
+                size_t llen, const uint8_t *r, size_t rlen)
+{
+	if (!r)
+		rlen = 0;
+	h->type = COLL_LIST;
+	h->level = 0;
+	h->split = 0;
+	h->count = hi - lo;
+	coll_large_write(dst, h);
+	size_t used = dq_head_used(llen, rlen);
+	lp_u32_write(dst + 4, (uint32_t)used);
+	coll_u64_write(dst + 48, lo);
+	coll_u64_write(dst + 56, hi);
+	lp_u32_write(dst + 64, c);
+	lp_u32_write(dst + 68, (uint32_t)llen);
+	lp_u32_write(dst + 72, (uint32_t)rlen);
+	lp_u32_write(dst + 76, 0);
+	memmove(dst + DQ_HEAD_BYTES, l, llen);
+	if (rlen)
+		memmove(dst + DQ_HEAD_BYTES + llen, r, rlen);
+	return COLL_HDR + used;
+}
+
+void dq_node_key(uint8_t *out, uint64_t cid, uint64_t n)
+{
+	be64_write(out, cid);
+	out[8] = 'n';
+	be64_write(out + 9, n);
+}
+
+bool dq_part_live(const uint8_t *v, size_t len, uint64_t n)
+{
+	dq_head d;
+	if (!dq_parse(v, len, &d))
+		return true;   /* not ours to judge: keep it */
+	return n > dq_first_node(&d) && n < dq_last_node(&d);
+}
+
+uint32_t dq_choose_c(size_t bytes, uint64_t count, size_t record_max)
+{
+	if (!count)
+		return DQ_C_MAX;
+	uint64_t per = bytes / count + 1;
+	uint64_t c = record_max / per;
+	return c < 1 ? 1 : c > DQ_C_MAX ? DQ_C_MAX : (uint32_t)c;
+}
+
+size_t dq_run(uint8_t *dst, const uint8_t *a, const uint8_t *end, uint64_t count)
+{
+	size_t body = (size_t)(end - a), len = LP_HDR_SIZE + body + 1;
+	if (count > LP_COUNT_UNKNOWN)
+		count = LP_COUNT_UNKNOWN;
+	lp_u32_write(dst, (uint32_t)len);
+	dst[4] = (uint8_t)count;
+	dst[5] = (uint8_t)(count >> 8);
+	memcpy(dst + LP_HDR_SIZE, a, body);
+	dst[len - 1] = LP_EOF;
+	return len;
+}
+
+const uint8_t *dq_skip(const uint8_t *lp, const uint8_t *p, uint64_t k)
+{
+	for (; p && k; k--)
+		p = lp_next(lp, p);
+	return p;
+}
+
+long dq_split(const uint8_t *w, uint64_t wlo, uint32_t c, lp_buf *out, size_t *offs)
+{
+	uint64_t n = lp_count(w), nodes = dq_split_nodes(wlo, n, c), pos = wlo;
+	const uint8_t *p = lp_first(w), *eof = w + lp_bytes(w) - 1;
+
+	out->len = 0;
+	if (lp_buf_reserve(out, lp_bytes(w) + nodes * LP_EMPTY_BYTES) < 0)
+		return -ENOMEM;
+	for (uint64_t j = 0; j < nodes; j++) {
+		uint64_t room = c - pos % c, k = room < wlo + n - pos ? room : wlo + n - pos;
+		const uint8_t *end = dq_skip(w, p, k);
+		if (!end)
+			end = eof;
+		offs[j] = out->len;
+		out->len += dq_run(out->p + out->len, p, end, k);
+		pos += k;
+		p = end == eof ? NULL : end;
+	}
+	offs[nodes] = out->len;
+	return (long)nodes;
+}
