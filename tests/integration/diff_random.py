@@ -95,7 +95,7 @@ SPW_LARGE_FLAGS = SPW_FLAGS + ["--coll-record-max", "128"]
 SPW_LARGE_TIER_FLAGS = SPW_TIER_FLAGS + ["--coll-record-max", "128"]
 # Sent to both servers before a large round (the old values are restored after it).
 LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4")]
-LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits"]
+LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits", "coll_list_node_writes"]
 
 
 class Round:

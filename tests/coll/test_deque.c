@@ -1,0 +1,141 @@
+/*
+ * test_deque.c - coll/deque.c: a large list's head round trips and its consistency checks, the
+ * cut of a window at node boundaries (checked entry by entry against the window), the choice of
+ * elements per node, node keys and the liveness rule of node parts.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/bucket.h"
+#include "coll/deque.h"
+
+static void build(lp_buf *b, uint64_t from, uint64_t n)
+{
+	char s[32];
+	assert_int_equal(lp_buf_init(b), 0);
+	for (uint64_t i = from; i < from + n; i++) {
+		int l = snprintf(s, sizeof(s), i % 3 ? "el:%llu" : "%llu", (unsigned long long)i);
+		assert_int_equal(lp_append(b, s, (size_t)l), 0);
+	}
+}
+
+static bool entry_is(const uint8_t *p, uint64_t i)
+{
+	char s[32], buf[LP_INTBUF_SIZE];
+	size_t len;
+	int l = snprintf(s, sizeof(s), i % 3 ? "el:%llu" : "%llu", (unsigned long long)i);
+	const char *e = lp_entry_str(p, buf, &len);
+	return len == (size_t)l && memcmp(e, s, len) == 0;
+}
+
+static void test_split_cuts_at_node_boundaries_with_exact_counts(void **st)
+{
+	(void)st;
+	lp_buf w, out = { 0 };
+	size_t offs[64];
+	for (uint32_t c = 1; c <= 17; c += 4) {
+		for (uint64_t wlo = 1000; wlo < 1000 + c + 2; wlo++) {
+			uint64_t n = 5 * c + 3;
+			build(&w, 0, n);
+			long nn = dq_split(w.p, wlo, c, &out, offs);
+			assert_int_equal(nn, (long)dq_split_nodes(wlo, n, c));
+			uint64_t i = 0, pos = wlo;
+			for (long j = 0; j < nn; j++) {
+				const uint8_t *lp = out.p + offs[j];
+				assert_int_equal(lp_bytes(lp), offs[j + 1] - offs[j]);
+				/* every node but the first and last is full, and starts at a boundary */
+				uint64_t want = c - pos % c < wlo + n - pos ? c - pos % c : wlo + n - pos;
+				assert_int_equal(lp_count(lp), want);
+				assert_int_equal(pos / c, wlo / c + (uint64_t)j);
+				for (const uint8_t *p = lp_first(lp); p; p = lp_next(lp, p), i++, pos++)
+					assert_true(entry_is(p, i));
+			}
+			assert_int_equal(i, n);
+			lp_buf_free(&w);
+		}
+	}
+	lp_buf_free(&out);
+}
+
+static void test_head_round_trips_and_rejects_inconsistent_ones(void **st)
+{
+	(void)st;
+	const uint32_t c = 8;
+	uint64_t lo = (DQ_POS_START / c) * c + 3, hi = lo + 5 + 3 * c + 2;   /* left 5, 3 full, right 2 */
+	lp_buf l, r;
+	build(&l, 0, 5);
+	build(&r, 0, 2);
+	coll_head h = { COLL_LIST, CENC_QUICKLIST, 0x1234, 0, 999, 7, 7 };
+	uint8_t v[512];
+	size_t len = dq_write(v, &h, lo, hi, c, l.p, l.len, r.p, r.len);
+	assert_int_equal(len, COLL_HDR + dq_head_used(l.len, r.len));
+	coll_head g;
+	dq_head d;
+	assert_true(coll_is_large(v, len));
+	assert_true(coll_large_parse(v, len, &g));
+	assert_int_equal(g.type, COLL_LIST);
+	assert_int_equal(g.count, hi - lo);
+	assert_int_equal(g.mbytes, 999);
+	assert_int_equal(g.level, 0);
+	assert_true(dq_parse(v, len, &d));
+	assert_int_equal(d.lo, lo);
+	assert_int_equal(d.hi, hi);
+	assert_int_equal(d.c, c);
+	assert_memory_equal(d.left, l.p, l.len);
+	assert_memory_equal(d.right, r.p, r.len);
+	/* liveness: strictly between the end nodes */
+	assert_false(dq_part_live(v, len, lo / c));
+	assert_true(dq_part_live(v, len, lo / c + 1));
+	assert_true(dq_part_live(v, len, lo / c + 3));
+	assert_false(dq_part_live(v, len, lo / c + 4));
+	assert_false(dq_part_live(v, len, lo / c + 100));
+	assert_false(dq_part_live(v, len, 1));
+	/* a wrong count in an end node, a short value, a hi that disagrees */
+	assert_false(dq_parse(v, len - 1, &d));
+	len = dq_write(v, &h, lo + 1, hi, c, l.p, l.len, r.p, r.len);
+	assert_false(dq_parse(v, len, &d));
+	len = dq_write(v, &h, lo, hi + 1, c, l.p, l.len, r.p, r.len);
+	assert_false(dq_parse(v, len, &d));
+	/* one node: no right listpack */
+	len = dq_write(v, &h, lo, lo + 5, c, l.p, l.len, NULL, 0);
+	assert_true(dq_parse(v, len, &d));
+	assert_null(d.right);
+	len = dq_write(v, &h, lo, lo + 5, c, l.p, l.len, r.p, r.len);   /* a right node in a one-node list */
+	assert_false(dq_parse(v, len, &d));
+	lp_buf_free(&l);
+	lp_buf_free(&r);
+}
+
+static void test_node_keys_parse_as_parts_and_c_is_bounded(void **st)
+{
+	(void)st;
+	uint8_t k[DQ_NODE_KEY_BYTES];
+	uint64_t cid, n;
+	int kind;
+	dq_node_key(k, 0xfeedull, 0x0102030405060708ull);
+	assert_true(coll_part_key_parse(k, sizeof(k), &cid, &kind, &n));
+	assert_int_equal(cid, 0xfeed);
+	assert_int_equal(kind, COLL_KIND_NODE);
+	assert_int_equal(n, 0x0102030405060708ull);
+	assert_int_equal(dq_choose_c(100000, 10000, 4096), 372 > DQ_C_MAX ? DQ_C_MAX : 372);
+	assert_int_equal(dq_choose_c(1000000, 100, 4096), 1);
+	assert_int_equal(dq_choose_c(4096 * 10, 320, 4096), 31);
+	assert_true(dq_choose_c(0, 0, 4096) >= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_split_cuts_at_node_boundaries_with_exact_counts),
+		cmocka_unit_test(test_head_round_trips_and_rejects_inconsistent_ones),
+		cmocka_unit_test(test_node_keys_parse_as_parts_and_c_is_bounded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
