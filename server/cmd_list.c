@@ -5,8 +5,9 @@
  * Design notes:
  *  1. A list is one head record whose payload is one listpack (coll/list.c note 1), whatever its
  *     size: OBJECT ENCODING "quicklist", as every Redis 7.0 list. A change rewrites the payload,
- *     so it costs O(size of the list) bytes moved, and a list is bounded by the log's largest
- *     record (SPW_E_TOO_BIG past it). The large layout (a deque of parts) will lift both.
+ *     so it costs O(size of the list) bytes moved, while the list is small. Past 2 x
+ *     coll-record-max bytes it becomes large (server/coll_list_large.c: a deque of node parts),
+ *     where a change costs O(one node) (note 7).
  *  2. Replies and errors are redis-server 7.0.15's byte for byte, checked in t_list.c's order:
  *     the arguments Redis parses before its lookup (counts, LEFT/RIGHT, BEFORE/AFTER, LPOS's
  *     options, LRANGE/LTRIM's indexes) first, then the key (missing key, WRONGTYPE), then what

@@ -406,11 +406,18 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	coll_lp_asm_end(&t_win, n + lp_count(end));
 	uint64_t lo = o->left ? d->lo - n : d->lo, hi = o->left ? d->hi : d->hi + n;
 	uint64_t wlo = o->left ? lo : one ? d->lo : dq_last_node(d) * c_;
-	if ((rc = arrays_reserve(dq_split_nodes(wlo, n + lp_count(end), d->c) + 1)) < 0)
+	uint64_t nodes = dq_split_nodes(wlo, n + lp_count(end), d->c);
+	if ((rc = arrays_reserve(nodes + 1)) < 0)
 		return rc;
-	long nn = dq_split(t_win.p, wlo, d->c, &t_cut, t_offs);
-	if (nn < 0)
+	long nn = 1;
+	if (nodes == 1) {   /* the common case: within the end node, no cut (no walk of its entries) */
+		if (buf_set(&t_cut, t_win.p, t_win.len) < 0)
+			return -ENOMEM;
+		t_offs[0] = 0;
+		t_offs[1] = t_win.len;
+	} else if ((nn = dq_split(t_win.p, wlo, d->c, &t_cut, t_offs)) < 0) {
 		return (int)nn;
+	}
 	uint64_t w0 = wlo / c_, nlo = lo / c_, nhi = (hi - 1) / c_, mbytes = lh->h.mbytes;
 	const uint8_t *l = d->left, *r = nhi == nlo ? NULL : d->right;
 	size_t llen = d->llen, rlen = d->rlen, np = 0;
@@ -460,10 +467,26 @@ static int op_pop(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 	if ((rc = window_load(c, lh, a, b, &pbytes)) != HLOG_OK)
 		return rc;
 	uint64_t ws = window_start(lh, a), we = (b + 1) * c_ < d->hi ? (b + 1) * c_ : d->hi, wn = we - ws;
-	/* popped: the first kk (left) or last kk (right) entries of the window; rest: the others */
-	if ((rc = slice(&t_res, t_win.p, o->left ? 0 : wn - kk, kk)) < 0 ||
-	    (rc = slice(&t_cut, t_win.p, o->left ? kk : 0, wn - kk)) < 0)
-		return rc;
+	/* popped: the first kk (left) or last kk (right) entries of the window; rest: the others.
+	 * The cut is found from the popped end, so a pop walks only what it pops. */
+	const uint8_t *first = lp_first(t_win.p), *eof = t_win.p + t_win.len - 1, *cut;
+	if (o->left) {
+		cut = dq_skip(t_win.p, first, kk);
+		cut = cut ? cut : eof;
+	} else {
+		cut = lp_last(t_win.p);
+		for (uint64_t i = 1; i < kk && cut; i++)
+			cut = lp_prev(t_win.p, cut);
+		if (!cut)
+			return SPW_E_CORRUPT;
+	}
+	const uint8_t *pa = o->left ? first : cut, *pe = o->left ? cut : eof;
+	const uint8_t *ra = o->left ? cut : first, *re = o->left ? eof : cut;
+	if (lp_buf_reserve(&t_res, (size_t)(pe - pa) + LP_EMPTY_BYTES) < 0 ||
+	    lp_buf_reserve(&t_cut, (size_t)(re - ra) + LP_EMPTY_BYTES) < 0)
+		return -ENOMEM;
+	t_res.len = dq_run(t_res.p, pa, pe, kk);
+	t_cut.len = dq_run(t_cut.p, ra, re, wn - kk);
 	uint64_t mbytes = lh->h.mbytes >= pbytes ? lh->h.mbytes - pbytes : 0;
 	if (lo == hi)
 		rc = head_put(c, k, lh, NULL, 0, 0);
