@@ -14,6 +14,11 @@
  *     of a node now in the head, or of one popped, is garbage for compaction, with no tombstone.
  *  3. Cuts copy entry bytes as they are (coll/list.c note 3) and write each node's count exactly:
  *     a node holds at most DQ_C_MAX (128) entries, far below the listpack's 65535 limit.
+ *  4. An edit within one end node (dq_end_push, dq_end_pop) is one splice of the head's bytes
+ *     plus its fixed fields and the node's listpack header: applied in place, an RPUSH writes
+ *     its entries over the end byte (the right node's is the head's last byte), an LPUSH or a
+ *     pop moves the bytes after the change once, as a small list's patch does (server/coll.c
+ *     note 6).
  */
 #include "coll/deque.h"
 
@@ -144,4 +149,97 @@ long dq_split(const uint8_t *w, uint64_t wlo, uint32_t c, lp_buf *out, size_t *o
 	}
 	offs[nodes] = out->len;
 	return (long)nodes;
+}
+
+/* The end node an edit changes: the left one, or the right one (a one-node list's is the left). */
+static void end_node(const uint8_t *v, const dq_head *d, bool left, dq_end_edit *e, uint32_t *len,
+                     uint32_t *count)
+{
+	bool l = left || !d->right;
+	e->node_off = l ? DQ_HEAD_BYTES : DQ_HEAD_BYTES + d->llen;
+	*len = l ? d->llen : d->rlen;
+	*count = lp_count(v + e->node_off);
+	e->old_end = COLL_HDR + dq_head_used(d->llen, d->rlen);
+	e->llen = d->llen;
+	e->rlen = d->rlen;
+	e->lo = d->lo;
+	e->hi = d->hi;
+}
+
+static void end_finish(dq_end_edit *e, const dq_head *d, bool left, uint32_t len, uint32_t count)
+{
+	long delta = (long)e->ins_len - (long)e->del;
+	e->node_len = (uint32_t)((long)len + delta);
+	e->node_count = count;
+	e->new_end = (size_t)((long)e->old_end + delta);
+	if (left || !d->right)
+		e->llen = e->node_len;
+	else
+		e->rlen = e->node_len;
+}
+
+int dq_end_push(const uint8_t *v, const dq_head *d, bool left, const uint8_t *ins, size_t ins_len,
+                uint32_t n, dq_end_edit *e)
+{
+	uint32_t len, count;
+	if (left ? d->lo % d->c < n : (d->hi - 1) % d->c + n >= d->c)
+		return 1;
+	end_node(v, d, left, e, &len, &count);
+	e->off = left ? e->node_off + LP_HDR_SIZE : e->node_off + len - 1;
+	e->del = 0;
+	e->ins = ins;
+	e->ins_len = ins_len;
+	if (left)
+		e->lo -= n;
+	else
+		e->hi += n;
+	end_finish(e, d, left, len, count + n);
+	return 0;
+}
+
+int dq_end_pop(const uint8_t *v, const dq_head *d, bool left, uint64_t k, dq_end_edit *e,
+               const uint8_t **a, const uint8_t **end)
+{
+	uint32_t len, count;
+	end_node(v, d, left, e, &len, &count);
+	if (k < 1 || k >= count)
+		return 1;
+	const uint8_t *lp = v + e->node_off, *eof = lp + len - 1, *p;
+	if (left) {
+		*a = lp_first(lp);
+		*end = (p = dq_skip(lp, *a, k)) ? p : eof;
+		e->lo += k;
+	} else {
+		p = lp_last(lp);
+		for (uint64_t i = 1; i < k && p; i++)
+			p = lp_prev(lp, p);
+		*a = p;
+		*end = eof;
+		e->hi -= k;
+	}
+	e->off = (size_t)(*a - v);
+	e->del = (size_t)(*end - *a);
+	e->ins = NULL;
+	e->ins_len = 0;
+	end_finish(e, d, left, len, count - (uint32_t)k);
+	return 0;
+}
+
+void dq_end_apply(const dq_end_edit *e, const uint8_t *old, uint8_t *dst, bool in_place)
+{
+	if (!in_place)
+		memcpy(dst, old, e->off);
+	memmove(dst + e->off + e->ins_len, old + e->off + e->del, e->old_end - e->off - e->del);
+	if (e->ins_len)
+		memcpy(dst + e->off, e->ins, e->ins_len);
+	lp_u32_write(dst + 4, (uint32_t)(e->new_end - COLL_HDR));
+	coll_u64_write(dst + 16, e->hi - e->lo);
+	coll_u64_write(dst + 48, e->lo);
+	coll_u64_write(dst + 56, e->hi);
+	lp_u32_write(dst + 68, e->llen);
+	lp_u32_write(dst + 72, e->rlen);
+	uint8_t *lp = dst + e->node_off;
+	lp_u32_write(lp, e->node_len);
+	lp[4] = (uint8_t)e->node_count;
+	lp[5] = (uint8_t)(e->node_count >> 8);
 }

@@ -83,4 +83,27 @@ size_t dq_run(uint8_t *dst, const uint8_t *a, const uint8_t *end, uint64_t count
 /* The entry after the k-th from p on (walking k entries of lp); NULL past the last. */
 const uint8_t *dq_skip(const uint8_t *lp, const uint8_t *p, uint64_t k);
 
+/* An edit of one end node inside a head's bytes, planned from the head alone (dq_end_push,
+ * dq_end_pop) and applied by dq_end_apply to the old head itself (in place: only the bytes after
+ * the edit move, an RPUSH writes just its entries) or to a new record: pushes and pops that stay
+ * within their end node (server/coll_list_large.c note 9). */
+typedef struct dq_end_edit {
+	size_t off, del;          /* value offset of the change, bytes removed there */
+	const uint8_t *ins;       /* entries inserted there (ins_len bytes, lp_entry_encode's) */
+	size_t ins_len;
+	size_t old_end, new_end;  /* COLL_HDR + used, before and after */
+	size_t node_off;          /* the edited node's listpack (its header rewritten) */
+	uint32_t node_len, node_count, llen, rlen;
+	uint64_t lo, hi;
+} dq_end_edit;
+/* n entries (ins, ins_len bytes) pushed at one end of head v (parsed as d): 0 planned, 1 when
+ * they do not fit in that end node (the caller takes the general path). */
+int dq_end_push(const uint8_t *v, const dq_head *d, bool left, const uint8_t *ins, size_t ins_len,
+                uint32_t n, dq_end_edit *e /* out */);
+/* k >= 1 entries popped at one end: 0 planned (*a .. *end: the popped entries' bytes in v), 1
+ * when that would empty the end node (the caller takes the general path). */
+int dq_end_pop(const uint8_t *v, const dq_head *d, bool left, uint64_t k, dq_end_edit *e /* out */,
+               const uint8_t **a /* out */, const uint8_t **end /* out */);
+void dq_end_apply(const dq_end_edit *e, const uint8_t *old, uint8_t *dst, bool in_place);
+
 #endif

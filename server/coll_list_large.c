@@ -46,6 +46,11 @@
  *  8. Two keys (LMOVE, RPOPLPUSH, LMPOP) are point operations on each key, not atomic across
  *     them (cmd_list.c note 4). An element too big for one record fails with SPW_E_TOO_BIG and
  *     nothing written.
+ *  9. The common push or pop stays within its end node: it is one hlog_rmw of the head whose plan
+ *     works from the head it is given (no read before it, no check of bytes read: the rmw is
+ *     atomic by itself, as a small list's is) and whose fill patches the head where it lies
+ *     (coll/deque.c note 4: an RPUSH writes only its entries). A plan that finds the end node
+ *     would fill or empty writes nothing and the general path runs (note 2).
  */
 #include "server/server_int.h"
 
@@ -703,6 +708,98 @@ static int whole_rmw(client *c, const hlog_key *k, const struct lhead *lh, coll_
 	return write_afresh(c, k, e, lh, out, len);
 }
 
+/* ---------------- within an end node: one hlog_rmw (note 9) ---------------- */
+
+struct fast {
+	coll_list_op *o;
+	uint32_t n;               /* PUSH: entries in t_tmp (encoded, no listpack header) */
+	dq_end_edit ed;
+	size_t new_len;
+	bool slow;                /* out: the general path must run (nothing written) */
+};
+
+static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	struct fast *f = ctx;
+	coll_list_op *o = f->o;
+	const uint8_t *a, *end;
+	coll_head h;
+	dq_head d;
+
+	out->action = HLOG_RMW_KEEP;
+	f->slow = false;
+	if (!old || old->rtype != HLOG_T_HEAD || !coll_is_large(old->ptr, old->len) ||
+	    !coll_large_parse(old->ptr, old->len, &h) || h.type != COLL_LIST)
+		return COLL_E_RESTART;   /* changed since coll.c met it: run again on what is there */
+	if (!dq_parse(old->ptr, old->len, &d))
+		return SPW_E_CORRUPT;
+	if (o->op == COLL_LIST_POP && o->a <= 0) {
+		o->n = 0;
+		o->popped = lp_empty;
+		return 0;
+	}
+	int rc = o->op == COLL_LIST_PUSH
+	             ? dq_end_push(old->ptr, &d, o->left, t_tmp.p, t_tmp.len, f->n, &f->ed)
+	             : dq_end_pop(old->ptr, &d, o->left, (uint64_t)o->a, &f->ed, &a, &end);
+	if (rc) {
+		f->slow = true;
+		return 0;
+	}
+	if (o->op == COLL_LIST_POP) {   /* the popped entries, copied out for the reply */
+		if (lp_buf_reserve(&t_res, (size_t)(end - a) + LP_EMPTY_BYTES) < 0)
+			return -ENOMEM;
+		t_res.len = dq_run(t_res.p, a, end, (uint64_t)o->a);
+		o->n = (long)o->a;
+		o->popped = t_res.p;
+	}
+	o->len = (long long)(f->ed.hi - f->ed.lo);
+	f->new_len = coll_value_len(f->ed.new_end - COLL_HDR, old->len);
+	out->action = HLOG_RMW_WRITE;
+	out->rtype = HLOG_T_HEAD;
+	out->new_len = f->new_len;
+	out->expire_ms = old->expire_ms;
+	return 0;
+}
+
+static void fast_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	struct fast *f = ctx;
+	dq_end_apply(&f->ed, old->ptr, dst, in_place);
+	if (!in_place)
+		memset(dst + f->ed.new_end, 0, f->new_len - f->ed.new_end);
+}
+
+static const hlog_rmw_ops fast_ops = { fast_plan, fast_fill };
+
+/* Note 9: a push or pop that stays within its end node, as one hlog_rmw of the head planned from
+ * the head itself. HLOG_OK with *slow set when the general path must run. */
+static int fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow)
+{
+	struct fast f = { .o = o };
+	size_t at = 0;
+	if (o->op == COLL_LIST_PUSH) {
+		size_t need = 0;
+		for (int i = 0; i < o->nelems; i++)
+			need += o->elems[i].len + LP_ENTRY_EXTRA;
+		if (lp_buf_reserve(&t_tmp, need ? need : 1) < 0)
+			return -ENOMEM;
+		for (int i = 0; i < o->nelems; i++) {
+			/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
+			const resp_slice *a = &o->elems[o->left ? o->nelems - 1 - i : i];
+			at += lp_entry_encode(t_tmp.p + at, a->ptr, a->len);
+		}
+		t_tmp.len = at;
+		f.n = (uint32_t)o->nelems;
+		if (o->nelems > (int)DQ_C_MAX) {
+			*slow = true;
+			return HLOG_OK;
+		}
+	}
+	int rc = hlog_rmw(c->w->sess, k, &fast_ops, &f);
+	*slow = rc == HLOG_OK && f.slow;
+	return rc;
+}
+
 int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 {
 	struct lhead lh;
@@ -711,6 +808,14 @@ int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 
 	bufs_enter();
 	coll_latch_excl(k->hash);
+	if (o && (o->op == COLL_LIST_PUSH || o->op == COLL_LIST_POP)) {
+		bool slow = false;
+		rc = fast_rmw(c, k, o, &slow);
+		if (!slow) {
+			e->found = rc == HLOG_OK;
+			goto done;
+		}
+	}
 	rc = lhead_read(c, k, &lh);
 	if (rc == HLOG_NOTFOUND)
 		rc = COLL_E_RESTART;   /* gone since coll.c met it: run again on what is there */
@@ -725,6 +830,7 @@ int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	case COLL_LIST_PROBE: rc = HLOG_OK; break;
 	default: rc = whole_rmw(c, k, &lh, e); break;
 	}
+done:
 	if (o && rc == HLOG_OK)
 		o->done = true;
 out:
