@@ -16,7 +16,9 @@ Checks, against a Python list built by the same commands:
  4. Whole paths: LINSERT, LREM, LPOS (with RANK, COUNT, MAXLEN) equal to the model, and
     coll_list_whole_ops moved; then the point paths still work on the list rewritten afresh.
  5. RENAME, COPY, DUMP / RESTORE, TYPE, OBJECT ENCODING; WRONGTYPE on a large list; errors:
-    LSET out of range, LSET of a missing key, LINDEX with a bad index.
+    LSET out of range, LSET of a missing key, LINDEX with a bad index; an element of 1.5 MB pushed
+    onto a large list with 1 MB pages where its head must be written with a node part (a group:
+    each record at most a page) fails with "value too large", nothing written.
  6. A list emptied by pops is gone (EXISTS 0), and a new list under its name starts small.
  7. Four clients RPUSH / LPUSH one large list at once: every element is there exactly once
     (the latch and the head plan's check).
@@ -253,6 +255,17 @@ def phase_keys(r, model):
 			fail("%r did not fail" % (cmd,))
 		except redis.ResponseError as ex:
 			check(want in str(ex), "%r: %s" % (cmd, ex))
+	# an element too big for a node part: a clear error, nothing written, the server goes on. One
+	# RPUSH of 600 converts the list with lo at a node boundary, so the LPUSH starts a new left
+	# node: the head holding it is written with the full node in one group, and is past a page.
+	r.rpush("B", *["b%d" % i for i in range(600)])
+	try:
+		r.lpush("B", "x" * 1500000)
+		fail("an LPUSH of 1.5 MB onto a large list with 1 MB pages did not fail")
+	except redis.ResponseError as ex:
+		check("too large" in str(ex), "a big element: %s" % ex)
+	check(r.llen("B") == 600 and r.lindex("B", 0) == b"b0", "the list after a failed push")
+	r.delete("B")
 	# emptied by pops: gone
 	while r.exists("L2"):
 		r.rpop("L2", 1000)
