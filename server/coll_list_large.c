@@ -55,6 +55,7 @@
 #include "server/server_int.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -89,10 +90,37 @@ static lp_buf *buf_of(int i)
 	return i < (int)(sizeof(all) / sizeof(all[0])) ? all[i] : NULL;
 }
 
-/* At the start of every operation: buffers a big list grew past BUF_KEEP are freed (t_res keeps
- * the last answer, which the caller may still read: it is trimmed on the next call's entry). */
+static __thread bool t_keyed;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bufs_key;
+
+/* The thread's buffers go when it exits (the key's destructor runs on it). */
+static void bufs_destroy(void *unused)
+{
+	(void)unused;
+	for (int i = 0; buf_of(i); i++)
+		lp_buf_free(buf_of(i));
+	free(t_offs);
+	free(t_parts);
+	free(t_keys);
+	t_offs = NULL;
+	t_parts = NULL;
+	t_keys = NULL;
+	t_cap = 0;
+}
+
+static void bufs_key_create(void) { pthread_key_create(&bufs_key, bufs_destroy); }
+
+/* At the start of every operation: the key set once per thread, and the buffers a big list grew
+ * past BUF_KEEP freed (t_res keeps the last answer, which the caller may still read: it is trimmed
+ * on the next call's entry). */
 static void bufs_enter(void)
 {
+	if (!t_keyed) {
+		pthread_once(&bufs_once, bufs_key_create);
+		pthread_setspecific(bufs_key, &t_keyed);
+		t_keyed = true;
+	}
 	for (int i = 0; buf_of(i); i++)
 		if (buf_of(i)->cap > BUF_KEEP)
 			lp_buf_free(buf_of(i));
