@@ -16,8 +16,10 @@ members each) and, on both servers, CONFIG SET hash-max-listpack-entries 4 and
 set-max-intset-entries 4 (so that most of those are hashtable-encoded), restored after the round:
   large       spillway-server as in resp2 with --coll-record-max 128 (so that they become large);
   large-tier  the same on the tier round's geometry, so that parts spill and are read back.
-Both must make INFO coll_large_conversions and coll_bucket_splits grow (else they did not test the
-layout); large-tier also tier_pending_reads. ctest runs them as integration_diff_random_large.
+Both must make INFO coll_large_conversions, coll_bucket_splits and coll_list_node_writes grow (else
+they did not test the layout; random_large/lists.py makes lists past 2 x --coll-record-max large
+lists, server/coll_list_large.c); large-tier also tier_pending_reads. ctest runs them as
+integration_diff_random_large.
 
 Environment: SPW_BIN (the folder of spillway-server, as ctest sets it), SPW_DIFF_SEED=N (one seed
 instead of the default list), SPW_DIFF_COMMANDS=N (commands per round; the RESP3 round runs a quarter),
