@@ -126,6 +126,7 @@ static void bufs_enter(void)
 			lp_buf_free(buf_of(i));
 }
 
+/* Room for n parts, keys and offsets (plus two). 0 or -ENOMEM. */
 static int arrays_reserve(size_t n)
 {
 	if (n + 2 <= t_cap)
@@ -161,6 +162,7 @@ static uint64_t cid_new(void)
 	}
 }
 
+/* b holds a copy of len bytes at p (which may lie in b). 0 or -ENOMEM. */
 static int buf_set(lp_buf *b, const uint8_t *p, size_t len)
 {
 	if (lp_buf_reserve(b, len ? len : 1) < 0)
@@ -240,6 +242,7 @@ struct lplan {
 	size_t vlen, new_len;
 };
 
+/* Note 4: the head is still the bytes read (else COLL_E_RESTART); its expiry is kept. */
 static int lplan_fn(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	struct lplan *p = ctx;
@@ -415,6 +418,7 @@ static void part_set(size_t i, uint64_t cid, uint64_t n, const uint8_t *val, siz
 	t_parts[i].del = false;
 }
 
+/* A push past its end node: the window cut into nodes, the filled ones written as parts (note 2). */
 static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_list_op *o)
 {
 	const dq_head *d = &lh->d;
@@ -746,6 +750,7 @@ struct fast {
 	bool slow;                /* out: the general path must run (nothing written) */
 };
 
+/* Note 9: plan from the head itself; a push or pop that leaves its end node sets slow. */
 static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	struct fast *f = ctx;
@@ -828,6 +833,7 @@ static int fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow)
 	return rc;
 }
 
+/* A write on a large list (coll_large_rmw handed it over): the op of e->list_op, else note 5. */
 int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 {
 	struct lhead lh;
@@ -945,6 +951,7 @@ static int point_read(client *c, const struct lhead *lh, const coll_hint *hint)
 	return slice(&t_res, t_win.p, d->lo + (uint64_t)from - window_start(lh, a), (uint64_t)(to - from + 1));
 }
 
+/* A read of a large list: COLL_HINT_LIST (note 3), else the whole list in order. */
 int coll_list_large_read(client *c, const hlog_key *k, int type, const coll_hint *hint,
                          coll_read_fn fn, void *ctx)
 {
