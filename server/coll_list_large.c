@@ -596,8 +596,9 @@ static int op_trim(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	uint64_t lo = d->lo + (uint64_t)from, hi = d->lo + (uint64_t)to + 1, a = lo / d->c, b = (hi - 1) / d->c;
 	if (lo == d->lo && hi == d->hi)
 		return HLOG_OK;
-	if ((rc = nodes_prefetch(c, lh, a, a)) != HLOG_OK || (rc = nodes_prefetch(c, lh, b, b)) != HLOG_OK)
-		return rc;
+	int ra = nodes_prefetch(c, lh, a, a), rb = nodes_prefetch(c, lh, b, b);   /* one wave */
+	if (ra != HLOG_OK || rb != HLOG_OK)
+		return ra < 0 ? ra : rb < 0 ? rb : HLOG_PENDING;
 	uint64_t aend = (a + 1) * d->c < hi ? (a + 1) * d->c : hi;
 	if ((rc = node_get(c, lh, a, &p, &len)) != HLOG_OK ||
 	    (rc = slice(&t_cut, p, lo - window_start(lh, a), aend - lo)) < 0)
