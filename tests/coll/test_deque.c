@@ -1,7 +1,7 @@
 /*
  * test_deque.c - coll/deque.c: a large list's head round trips and its consistency checks, the
  * cut of a window at node boundaries (checked entry by entry against the window), the choice of
- * elements per node, node keys and the liveness rule of node parts.
+ * elements per node, node keys and the liveness rule of node parts, the edits within an end node.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,12 +130,81 @@ static void test_node_keys_parse_as_parts_and_c_is_bounded(void **st)
 	assert_true(dq_choose_c(0, 0, 4096) >= 1);
 }
 
+/* Pushes and pops within an end node (dq_end_*), applied in place and into a new buffer, give the
+ * head that dq_write would build from the edited nodes; ones that would leave the node say 1. */
+static void test_end_edits_patch_the_head_in_place_and_copied(void **st)
+{
+	(void)st;
+	const uint32_t c = 8;
+	uint64_t lo = (DQ_POS_START / c) * c + 3, hi = lo + 5 + c + 2;   /* left 5, 1 full, right 2 */
+	lp_buf l, r, want_l, want_r;
+	build(&l, 10, 5);
+	build(&r, 30, 2);
+	coll_head h = { COLL_LIST, CENC_QUICKLIST, 0x99, 0, 0, 0, 0 };
+	uint8_t v[1024], cp[1024], want[1024], ins[64];
+	size_t len = dq_write(v, &h, lo, hi, c, l.p, l.len, r.p, r.len), wlen, at = 0;
+	dq_head d;
+	dq_end_edit e;
+	const uint8_t *a, *end;
+	assert_true(dq_parse(v, len, &d));
+	at += lp_entry_encode(ins + at, "el:8", 4);     /* in list order: LPUSH 9 el:8 */
+	at += lp_entry_encode(ins + at, "9", 1);
+	assert_int_equal(dq_end_push(v, &d, true, ins, at, 2, &e), 0);
+	build(&want_l, 8, 7);
+	wlen = dq_write(want, &h, lo - 2, hi, c, want_l.p, want_l.len, r.p, r.len);
+	memcpy(cp, v, len);
+	dq_end_apply(&e, v, cp + 0, true);              /* in place: cp is the old head */
+	assert_int_equal(e.new_end, wlen);
+	assert_memory_equal(cp, want, wlen);
+	memset(cp, 0xee, sizeof(cp));
+	dq_end_apply(&e, v, cp, false);
+	assert_memory_equal(cp, want, wlen);
+	assert_int_equal(dq_end_push(v, &d, true, ins, at, 4, &e), 1);   /* lo % c is 3: 4 do not fit */
+	/* RPUSH of 6 fills the right node (2 + 6 = 8); 7 would not fit */
+	at = 0;
+	for (int i = 32; i < 38; i++) {
+		char sb[16];
+		int n = snprintf(sb, sizeof(sb), i % 3 ? "el:%d" : "%d", i);
+		at += lp_entry_encode(ins + at, sb, (size_t)n);
+	}
+	assert_int_equal(dq_end_push(v, &d, false, ins, at, 7, &e), 1);
+	assert_int_equal(dq_end_push(v, &d, false, ins, at, 6, &e), 0);
+	build(&want_r, 30, 8);
+	wlen = dq_write(want, &h, lo, hi + 6, c, l.p, l.len, want_r.p, want_r.len);
+	memcpy(cp, v, len);
+	dq_end_apply(&e, cp, cp, true);
+	assert_memory_equal(cp, want, wlen);
+	/* LPOP 3 of the left node's 5; RPOP 1 of the right's 2; emptying a node says 1 */
+	assert_int_equal(dq_end_pop(v, &d, true, 3, &e, &a, &end), 0);
+	lp_buf_free(&want_l);
+	build(&want_l, 13, 2);
+	wlen = dq_write(want, &h, lo + 3, hi, c, want_l.p, want_l.len, r.p, r.len);
+	assert_true(entry_is(a, 10));
+	memcpy(cp, v, len);
+	dq_end_apply(&e, cp, cp, true);
+	assert_memory_equal(cp, want, wlen);
+	assert_int_equal(dq_end_pop(v, &d, false, 1, &e, &a, &end), 0);
+	assert_true(entry_is(a, 31));
+	lp_buf_free(&want_r);
+	build(&want_r, 30, 1);
+	wlen = dq_write(want, &h, lo, hi - 1, c, l.p, l.len, want_r.p, want_r.len);
+	dq_end_apply(&e, v, cp, false);
+	assert_memory_equal(cp, want, wlen);
+	assert_int_equal(dq_end_pop(v, &d, false, 2, &e, &a, &end), 1);
+	assert_int_equal(dq_end_pop(v, &d, true, 5, &e, &a, &end), 1);
+	lp_buf_free(&l);
+	lp_buf_free(&r);
+	lp_buf_free(&want_l);
+	lp_buf_free(&want_r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_cuts_at_node_boundaries_with_exact_counts),
 		cmocka_unit_test(test_head_round_trips_and_rejects_inconsistent_ones),
 		cmocka_unit_test(test_node_keys_parse_as_parts_and_c_is_bounded),
+		cmocka_unit_test(test_end_edits_patch_the_head_in_place_and_copied),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
