@@ -277,6 +277,8 @@ struct spw_command;
 	X(coll_part_reads, SRV_CTR_STATS, "coll_part_reads", "part records of large collections read by commands") \
 	X(coll_whole_reads, SRV_CTR_STATS, "coll_whole_reads", "commands that assembled a whole large collection (coll_large.c note 1)") \
 	X(coll_group_writes, SRV_CTR_STATS, "coll_group_writes", "hlog_group_rmw calls that succeeded (coll_large.c note 2)") \
+	X(coll_bucket_views, SRV_CTR_STATS, "coll_bucket_views", "large hash/set operations on one bucket that used the bucket as read as their view, unassembled (coll_large.c note 10)") \
+	X(coll_bucket_patches, SRV_CTR_STATS, "coll_bucket_patches", "point writes to a large hash/set that patched their one bucket where it was read, not rebuilt (coll_large.c note 10)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
