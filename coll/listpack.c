@@ -402,18 +402,49 @@ bool lp_eq(const uint8_t *p, const void *s, size_t len)
 	return entry_eq(p, s, len, is_int, sv);
 }
 
+/* Whether the short string (6/12-bit) entry whose bytes are d, n equals s, len: the last byte and
+ * the first before memcmp (members that share a prefix, "f:000001234", differ at the end). */
+static inline bool str_eq(const uint8_t *d, size_t n, const uint8_t *s, size_t len)
+{
+	return n == len && (len == 0 || (d[len - 1] == s[len - 1] && d[0] == s[0] && memcmp(d, s, len) == 0));
+}
+
+/* The walk decodes the common encodings inline (7-bit and 13-bit ints, 6-bit and 12-bit strings:
+ * every entry of a bucket of short members) and leaves the others to entry_eq; an int entry is
+ * only decoded when s is an int. The same answer as entry_eq on every entry. */
 const uint8_t *lp_find(const uint8_t *lp, const uint8_t *p, const void *s, size_t len, unsigned skip)
 {
 	long long sv = 0;
 	bool is_int = spw_parse_ll(s, len, &sv);
+	const uint8_t *sb = s;
 	unsigned left = 0;
+	uint64_t n;
+	bool eq;
 
-	for (; p; p = lp_next(lp, p)) {
+	(void)lp;
+	for (; p && *p != LP_EOF; p += n + backlen_size(n)) {
+		uint8_t b = p[0];
+		if (b < 0x80) {
+			n = 1;
+			eq = is_int && sv == b;
+		} else if (b < 0xC0) {
+			n = 1 + (uint64_t)(b & 0x3F);
+			eq = !left && str_eq(p + 1, n - 1, sb, len);
+		} else if (b < 0xE0) {
+			n = 2;
+			eq = !left && is_int && entry_eq(p, s, len, is_int, sv);
+		} else if (b < 0xF0) {
+			n = 2 + ((uint64_t)(b & 0x0F) << 8 | p[1]);
+			eq = !left && str_eq(p + 2, n - 2, sb, len);
+		} else {
+			n = entry_size(p);
+			eq = !left && entry_eq(p, s, len, is_int, sv);
+		}
 		if (left) {
 			left--;
 			continue;
 		}
-		if (entry_eq(p, s, len, is_int, sv))
+		if (eq)
 			return p;
 		left = skip;
 	}
