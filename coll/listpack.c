@@ -419,34 +419,33 @@ const uint8_t *lp_find(const uint8_t *lp, const uint8_t *p, const void *s, size_
 	const uint8_t *sb = s;
 	unsigned left = 0;
 	uint64_t n;
-	bool eq;
 
 	(void)lp;
-	for (; p && *p != LP_EOF; p += n + backlen_size(n)) {
-		uint8_t b = p[0];
-		if (b < 0x80) {
-			n = 1;
-			eq = is_int && sv == b;
-		} else if (b < 0xC0) {
+	if (!p)
+		return NULL;
+	for (uint8_t b; (b = p[0]) != LP_EOF; p += n + (n < 128 ? 1 : backlen_size(n))) {
+		if (b >= 0x80 && b < 0xC0) {   /* a 6-bit string: most members and values */
 			n = 1 + (uint64_t)(b & 0x3F);
-			eq = !left && str_eq(p + 1, n - 1, sb, len);
+			if (!left && n - 1 == len && str_eq(p + 1, len, sb, len))
+				return p;
+		} else if (b < 0x80) {
+			n = 1;
+			if (!left && is_int && sv == b)
+				return p;
 		} else if (b < 0xE0) {
 			n = 2;
-			eq = !left && is_int && entry_eq(p, s, len, is_int, sv);
+			if (!left && is_int && entry_eq(p, s, len, is_int, sv))
+				return p;
 		} else if (b < 0xF0) {
 			n = 2 + ((uint64_t)(b & 0x0F) << 8 | p[1]);
-			eq = !left && str_eq(p + 2, n - 2, sb, len);
+			if (!left && str_eq(p + 2, n - 2, sb, len))
+				return p;
 		} else {
 			n = entry_size(p);
-			eq = !left && entry_eq(p, s, len, is_int, sv);
+			if (!left && entry_eq(p, s, len, is_int, sv))
+				return p;
 		}
-		if (left) {
-			left--;
-			continue;
-		}
-		if (eq)
-			return p;
-		left = skip;
+		left = left ? left - 1 : skip;
 	}
 	return NULL;
 }
