@@ -26,7 +26,7 @@
  *  4. Latches are never held across a park: any HLOG_PENDING releases the latch and parks the
  *     client; the re-run finds what was fetched in the session's fetch cache.
  *  5. Linear hashing splits one bucket per write, the one at the split pointer, when a bucket the
- *     write touched passes 2 x coll-record-max (the split bucket is read when the write did not
+ *     write touched passes 2 x BUCKET_MAX (note 11) (the split bucket is read when the write did not
  *     touch it). No merges in v1: a collection stays large until it is empty (then its head is
  *     deleted; its parts are garbage for compaction: the part_live hook below says dead).
  *  6. Whole writes (every command that is not a point write: SPOP with a count, the STORE commands on
@@ -76,6 +76,15 @@
  *     deduplicated (buckets_unique) so that routing finds a bucket by bisection. Whether the group
  *     could change the head and the bucket in place: docs/ARCHITECTURE.md "Large collections:
  *     what v1 builds" (not built).
+ * 11. Buckets are smaller than coll-record-max: BUCKET_MAX = a quarter of it (1 KiB at the
+ *     default 4096), half of that each at conversion, split past 2 x BUCKET_MAX, so 0.5-2 KiB
+ *     where they were 2-8 KiB. Every count-changing write copies its whole bucket to the tail,
+ *     and the tail's fresh frames cost page faults and clear_page per 4 KiB, which made the
+ *     bucket's bytes most of a write's CPU (docs/BENCHMARKS.md appendix Q: 33 -> 9 CPU s per 1M
+ *     HSETs of new fields, -P 16, from 4 KiB to 1 KiB); a point read walks a quarter of the
+ *     entries too. coll-record-max stays the conversion threshold (a hashtable payload past it
+ *     becomes large), so which collections are large does not change; only whole reads read
+ *     about four times as many (smaller) parts.
  */
 #include "server/server_int.h"
 
@@ -93,6 +102,8 @@
 static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
 
 #define RECORD_MAX ((size_t)__atomic_load_n(&g_cfg.coll_record_max, __ATOMIC_RELAXED))
+/* Note 11: a bucket's nominal size, a quarter of coll-record-max (64 bytes at least). */
+#define BUCKET_MAX (RECORD_MAX / 4 > 64 ? RECORD_MAX / 4 : (size_t)64)
 
 /* ---------------- per-thread buffers and ids ---------------- */
 
@@ -648,7 +659,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return head_write(c, k, &p, 0);
 	}
 	coll_head h = { e->type, e->enc, cid_new(), lp_count(out) / per, 0, 0, 0 };
-	coll_head_size(&h, coll_initial_buckets(len, RECORD_MAX));
+	coll_head_size(&h, coll_initial_buckets(len, BUCKET_MAX));
 	uint64_t nb = coll_bucket_count(&h);
 	if ((rc = arrays_reserve(nb + 1)) < 0 || (rc = coll_lp_split(out, per, &h, &t_route, t_no)) < 0)
 		return rc;
@@ -781,7 +792,7 @@ static int point_write(client *c, const hlog_key *k, bool patched, struct head_r
 			split_cur = nv;
 			split_len = nl;
 		}
-		if (nl > 2 * RECORD_MAX)
+		if (nl > 2 * BUCKET_MAX)
 			big++;
 		if (same)
 			continue;
