@@ -63,7 +63,7 @@
  *     e^-(non-empty buckets)): then the collection is read whole. SPOP then removes its pick as SREM would, by a point
  *     write that names the member through coll_edit.hint_member (the pick is in no argv slot).
  *     The pick is not uniform over members: a member of a small bucket is likelier than one of a
- *     big bucket (buckets hold from 0 to 2 x coll-record-max bytes), and a member after empty
+ *     big bucket (buckets hold from 0 to 2 x BUCKET_MAX bytes), and a member after empty
  *     buckets likelier still. Redis's own dictGetFairRandomKey is not uniform either (a random
  *     bucket, then a random entry of its chain); what holds is that every member can come out.
  * 10. One touched bucket, the common case (one member named, SPOP's pick, a random probe), has
