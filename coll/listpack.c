@@ -402,20 +402,50 @@ bool lp_eq(const uint8_t *p, const void *s, size_t len)
 	return entry_eq(p, s, len, is_int, sv);
 }
 
+/* Whether the short string (6/12-bit) entry whose bytes are d, n equals s, len: the last byte and
+ * the first before memcmp (members that share a prefix, "f:000001234", differ at the end). */
+static inline bool str_eq(const uint8_t *d, size_t n, const uint8_t *s, size_t len)
+{
+	return n == len && (len == 0 || (d[len - 1] == s[len - 1] && d[0] == s[0] && memcmp(d, s, len) == 0));
+}
+
+/* The walk decodes the common encodings inline (7-bit and 13-bit ints, 6-bit and 12-bit strings:
+ * every entry of a bucket of short members) and leaves the others to entry_eq; an int entry is
+ * only decoded when s is an int. The same answer as entry_eq on every entry. */
 const uint8_t *lp_find(const uint8_t *lp, const uint8_t *p, const void *s, size_t len, unsigned skip)
 {
 	long long sv = 0;
 	bool is_int = spw_parse_ll(s, len, &sv);
+	const uint8_t *sb = s;
 	unsigned left = 0;
+	uint64_t n;
 
-	for (; p; p = lp_next(lp, p)) {
-		if (left) {
-			left--;
-			continue;
+	(void)lp;
+	if (!p)
+		return NULL;
+	for (uint8_t b; (b = p[0]) != LP_EOF; p += n + (n < 128 ? 1 : backlen_size(n))) {
+		if (b >= 0x80 && b < 0xC0) {   /* a 6-bit string: most members and values */
+			n = 1 + (uint64_t)(b & 0x3F);
+			if (!left && n - 1 == len && str_eq(p + 1, len, sb, len))
+				return p;
+		} else if (b < 0x80) {
+			n = 1;
+			if (!left && is_int && sv == b)
+				return p;
+		} else if (b < 0xE0) {
+			n = 2;
+			if (!left && is_int && entry_eq(p, s, len, is_int, sv))
+				return p;
+		} else if (b < 0xF0) {
+			n = 2 + ((uint64_t)(b & 0x0F) << 8 | p[1]);
+			if (!left && str_eq(p + 2, n - 2, sb, len))
+				return p;
+		} else {
+			n = entry_size(p);
+			if (!left && entry_eq(p, s, len, is_int, sv))
+				return p;
 		}
-		if (entry_eq(p, s, len, is_int, sv))
-			return p;
-		left = skip;
+		left = left ? left - 1 : skip;
 	}
 	return NULL;
 }

@@ -190,6 +190,8 @@ static int hash_patch_set(coll_edit *e, const coll_view *cur, const resp_slice *
 	lp_edit_init(pe, lp);
 	if ((vp = hash_lp_value(lp, f->ptr, f->len))) {
 		n = lp_entry_encode(s, v, vlen);
+		if (n == lp_entry_size(vp) && memcmp(s, vp, n) == 0)
+			return 0;   /* the same value: nothing to write (action KEEP) */
 		rc = lp_edit_splice(pe, (size_t)(vp - lp), lp_entry_size(vp), s, n, 0);
 	} else {
 		n = lp_entry_encode(s, f->ptr, f->len);

@@ -32,6 +32,11 @@
  *     takes it. The bucket's seed is kept in c->resume across a park, so the re-run reads what
  *     was fetched. Every other command reads (and SPOP with a count rewrites) the whole set
  *     assembled in bucket order. The code here sees a listpack either way.
+ *  7. SADD, SREM and SPOP's removal of ONE member of a listpack ("hashtable") set plan a listpack
+ *     edit (coll_write_lp, server/coll.c note 6) rather than copy the set and rebuild it: a small
+ *     set is patched where its record lies when its rounded size holds, a large set's bucket where
+ *     it was read (coll_large.c note 10). A removal that would empty the listpack, an intset, and
+ *     several members build as before (cset_*), so the result's bytes are the same either way.
  */
 #include "server/set_int.h"
 
@@ -142,11 +147,49 @@ static int pick_distinct(uint32_t n, uint32_t k, uint8_t **sel /* out */)
 
 /* ---------------- SADD, SREM ---------------- */
 
+/* Note 7: add (or remove) the one member m of the listpack set cur as a planned edit: 1 when it
+ * planned one (o->n is the count), 0 when there is nothing to plan here (the caller builds:
+ * another encoding, a removal that empties the listpack), or an error. */
+static int set_patch_one(coll_edit *e, const coll_view *cur, const resp_slice *m, bool add)
+{
+	struct set_op *o = e->arg;
+	const uint8_t *lp, *p;
+	uint8_t *s;
+	size_t n;
+	int rc;
+
+	if (!cur || cur->enc != CENC_HASHTABLE || (!add && lp_count(cur->p) == 1))
+		return 0;
+	lp = cur->p;
+	p = lp_find(lp, lp_first(lp), m->ptr, m->len, 0);
+	o->n = 0;
+	o->enc = CENC_HASHTABLE;
+	if (add == (p != NULL))
+		return 1;   /* there already, or not there to remove: nothing changes (action KEEP) */
+	lp_edit_init(&o->pe, lp);
+	if (add) {
+		if (!(s = worker_scratch(e->c->w, m->len + LP_ENTRY_EXTRA)))
+			return -ENOMEM;
+		n = lp_entry_encode(s, m->ptr, m->len);
+		rc = lp_edit_splice(&o->pe, lp_bytes(lp) - 1, 0, s, n, 1);
+	} else {
+		rc = lp_edit_splice(&o->pe, (size_t)(p - lp), lp_entry_size(p), NULL, 0, -1);
+	}
+	if (rc < 0)
+		return rc;
+	o->n = 1;
+	coll_write_lp(e, CENC_HASHTABLE, &o->pe);
+	return 1;
+}
+
 static int sadd_fn(coll_edit *e, const coll_view *cur)
 {
 	struct set_op *o = e->arg;
 	client *c = e->c;
-	int rc = set_op_start(o, cur, &c->argv[2]);
+	int rc = c->argc == 3 ? set_patch_one(e, cur, &c->argv[2], true) : 0;
+	if (rc)
+		return rc < 0 ? rc : 0;
+	rc = set_op_start(o, cur, &c->argv[2]);
 
 	for (int j = 2; rc == 0 && j < c->argc; j++) {
 		bool added;
@@ -176,7 +219,10 @@ static int srem_fn(coll_edit *e, const coll_view *cur)
 {
 	struct set_op *o = e->arg;
 	client *c = e->c;
-	int rc = set_op_start(o, cur, NULL);
+	int rc = c->argc == 3 ? set_patch_one(e, cur, &c->argv[2], false) : 0;
+	if (rc)
+		return rc < 0 ? rc : 0;
+	rc = set_op_start(o, cur, NULL);
 
 	for (int j = 2; rc == 0 && j < c->argc; j++) {
 		bool removed;
@@ -454,7 +500,10 @@ static int spop_rem_fn(coll_edit *e, const coll_view *cur)
 {
 	struct set_op *o = e->arg;
 	bool removed;
-	int rc = set_op_start(o, cur, NULL);
+	int rc = set_patch_one(e, cur, o->member, false);
+	if (rc)
+		return rc < 0 ? rc : 0;
+	rc = set_op_start(o, cur, NULL);
 	if (rc == 0)
 		rc = cset_remove(&o->b, o->enc, o->member->ptr, o->member->len, &removed);
 	if (rc == 0 && removed) {

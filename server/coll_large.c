@@ -26,7 +26,7 @@
  *  4. Latches are never held across a park: any HLOG_PENDING releases the latch and parks the
  *     client; the re-run finds what was fetched in the session's fetch cache.
  *  5. Linear hashing splits one bucket per write, the one at the split pointer, when a bucket the
- *     write touched passes 2 x coll-record-max (the split bucket is read when the write did not
+ *     write touched passes 2 x BUCKET_MAX (note 11) (the split bucket is read when the write did not
  *     touch it). No merges in v1: a collection stays large until it is empty (then its head is
  *     deleted; its parts are garbage for compaction: the part_live hook below says dead).
  *  6. Whole writes (every command that is not a point write: SPOP with a count, the STORE commands on
@@ -63,9 +63,28 @@
  *     e^-(non-empty buckets)): then the collection is read whole. SPOP then removes its pick as SREM would, by a point
  *     write that names the member through coll_edit.hint_member (the pick is in no argv slot).
  *     The pick is not uniform over members: a member of a small bucket is likelier than one of a
- *     big bucket (buckets hold from 0 to 2 x coll-record-max bytes), and a member after empty
+ *     big bucket (buckets hold from 0 to 2 x BUCKET_MAX bytes), and a member after empty
  *     buckets likelier still. Redis's own dictGetFairRandomKey is not uniform either (a random
  *     bucket, then a random entry of its chain); what holds is that every member can come out.
+ * 10. One touched bucket, the common case (one member named, SPOP's pick, a random probe), has
+ *     fewer copies: the bucket is read into t_sub and IS the view and the old value (no t_old,
+ *     no assembly; coll_bucket_views), and a planned edit (coll_write_lp: HSET of one pair,
+ *     HDEL, HINCRBY, SADD/SREM of one member) is patched over it where it lies (coll_bucket_patches)
+ *     rather than run into another buffer and compared back; the output needs no routing (every
+ *     entry is that bucket's). So a count-changing write copies the bucket twice (read, written
+ *     into the group's span) where it copied it four times. Several buckets are sorted and
+ *     deduplicated (buckets_unique) so that routing finds a bucket by bisection. Whether the group
+ *     could change the head and the bucket in place: docs/ARCHITECTURE.md "Large collections:
+ *     what v1 builds" (not built).
+ * 11. Buckets are smaller than coll-record-max: BUCKET_MAX = a quarter of it (1 KiB at the
+ *     default 4096), half of that each at conversion, split past 2 x BUCKET_MAX, so 0.5-2 KiB
+ *     where they were 2-8 KiB. Every count-changing write copies its whole bucket to the tail,
+ *     and the tail's fresh frames cost page faults and clear_page per 4 KiB, which made the
+ *     bucket's bytes most of a write's CPU (docs/BENCHMARKS.md appendix Q: 33 -> 9 CPU s per 1M
+ *     HSETs of new fields, -P 16, from 4 KiB to 1 KiB); a point read walks a quarter of the
+ *     entries too. coll-record-max stays the conversion threshold (a hashtable payload past it
+ *     becomes large), so which collections are large does not change; only whole reads read
+ *     about four times as many (smaller) parts.
  */
 #include "server/server_int.h"
 
@@ -83,6 +102,8 @@
 static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0, LP_EOF };
 
 #define RECORD_MAX ((size_t)__atomic_load_n(&g_cfg.coll_record_max, __ATOMIC_RELAXED))
+/* Note 11: a bucket's nominal size, a quarter of coll-record-max (64 bytes at least). */
+#define BUCKET_MAX (RECORD_MAX / 4 > 64 ? RECORD_MAX / 4 : (size_t)64)
 
 /* ---------------- per-thread buffers and ids ---------------- */
 
@@ -96,6 +117,8 @@ static __thread uint8_t (*t_keys)[COLL_BUCKET_KEY_BYTES];
 static __thread size_t t_cap;
 static __thread uint64_t t_rng;
 static __thread lp_buf t_small;        /* the conversion's copy of the small record */
+static __thread const uint8_t *t_oldp; /* where the touched buckets' old values lie: t_old.p, or
+                                        * t_sub.p for one bucket (note 10) */
 static __thread bool t_keyed;
 static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 static pthread_key_t bufs_key;
@@ -116,11 +139,7 @@ static void bufs_destroy(void *unused)
 	(void)unused;
 	for (int i = 0; t_bufs_of(i); i++)
 		lp_buf_free(t_bufs_of(i));
-	free(t_bs);
-	free(t_oo);
-	free(t_no);
-	free(t_parts);
-	free(t_keys);
+	free(t_parts);   /* the arrays' one table (arrays_reserve) */
 	t_bs = NULL;
 	t_oo = t_no = NULL;
 	t_parts = NULL;
@@ -144,28 +163,23 @@ static void bufs_enter(void)
 			lp_buf_free(t_bufs_of(i));
 }
 
+/* The per-bucket arrays as one table (one allocation, each array aligned for its type): the
+ * group parts first, then the 64-bit arrays, the keys (bytes) last. */
 static int arrays_reserve(size_t n)
 {
 	if (n + 3 <= t_cap)
 		return 0;
 	size_t cap = (n + 3) * 2;
-	uint64_t *bs = realloc(t_bs, cap * sizeof(*bs));
-	if (bs)
-		t_bs = bs;
-	size_t *oo = realloc(t_oo, cap * sizeof(*oo));
-	if (oo)
-		t_oo = oo;
-	size_t *no = realloc(t_no, cap * sizeof(*no));
-	if (no)
-		t_no = no;
-	hlog_group_part *pp = realloc(t_parts, cap * sizeof(*pp));
-	if (pp)
-		t_parts = pp;
-	void *kk = realloc(t_keys, cap * sizeof(*t_keys));
-	if (kk)
-		t_keys = kk;
-	if (!bs || !oo || !no || !pp || !kk)
+	size_t bytes = cap * (sizeof(*t_parts) + sizeof(*t_bs) + 2 * sizeof(*t_oo) + sizeof(*t_keys));
+	uint8_t *p = malloc(bytes);
+	if (!p)
 		return -ENOMEM;
+	free(t_parts);   /* the table's start: every array lives in it */
+	t_parts = (hlog_group_part *)p;
+	t_bs = (uint64_t *)(p + cap * sizeof(*t_parts));
+	t_oo = (size_t *)(t_bs + cap);
+	t_no = t_oo + cap;
+	t_keys = (uint8_t(*)[COLL_BUCKET_KEY_BYTES])(t_no + cap);
 	t_cap = cap;
 	return 0;
 }
@@ -239,9 +253,35 @@ static void bucket_copy_cb(void *ctx, const hlog_value *v)
 	}
 }
 
+/* Note 10: the one bucket under k (prefetched) into t_sub as it is: the view and the old value
+ * at once (t_oo[0] 0, t_oo[1] its bytes, 0 when absent: then t_sub is an empty listpack). */
+static int bucket_load_one(client *c, const hlog_key *k)
+{
+	t_sub.len = 0;
+	t_oldp = NULL;
+	int rc = hlog_read(c->w->sess, k, bucket_copy_cb, &t_sub);
+	if (rc == HLOG_PENDING || rc < 0)
+		return rc;
+	if (rc == HLOG_OK && t_sub.len < LP_EMPTY_BYTES)
+		return SPW_E_CORRUPT;
+	c->w->stats.coll_part_reads += rc == HLOG_OK;
+	c->w->stats.coll_bucket_views++;
+	t_oo[0] = 0;
+	t_oo[1] = t_sub.len;
+	if (rc == HLOG_NOTFOUND) {
+		if (lp_buf_reserve(&t_sub, LP_EMPTY_BYTES) < 0)
+			return -ENOMEM;
+		memcpy(t_sub.p, lp_empty, LP_EMPTY_BYTES);
+		t_sub.len = LP_EMPTY_BYTES;
+	}
+	t_oldp = t_sub.p;
+	return HLOG_OK;
+}
+
 /* Prefetch the n buckets in t_bs of cid in one wave, then copy their values into t_old (bucket j
- * at t_oo[j] .. t_oo[j + 1]; an absent bucket is empty) and their entries into t_sub. HLOG_OK,
- * HLOG_PENDING (nothing read: note 4) or an error. */
+ * at t_oo[j] .. t_oo[j + 1]; an absent bucket is empty) and their entries into t_sub. One bucket
+ * (note 10) is copied into t_sub alone, which is then both the view and the old value (t_oldp
+ * says where the old values lie). HLOG_OK, HLOG_PENDING (nothing read: note 4) or an error. */
 static int buckets_load(client *c, uint64_t cid, size_t n)
 {
 	hlog_key k;
@@ -259,7 +299,10 @@ static int buckets_load(client *c, uint64_t cid, size_t n)
 	}
 	if (pending)
 		return HLOG_PENDING;
+	if (n == 1)
+		return bucket_load_one(c, &k);
 	t_old.len = 0;
+	t_oldp = NULL;
 	if (coll_lp_asm_begin(&t_sub) < 0)
 		return -ENOMEM;
 	for (size_t j = 0; j < n; j++) {
@@ -273,6 +316,7 @@ static int buckets_load(client *c, uint64_t cid, size_t n)
 		c->w->stats.coll_part_reads += rc == HLOG_OK;
 	}
 	t_oo[n] = t_old.len;
+	t_oldp = t_old.p;
 	uint64_t entries = 0;
 	for (size_t j = 0; j < n; j++) {
 		if (t_oo[j + 1] == t_oo[j])
@@ -283,6 +327,25 @@ static int buckets_load(client *c, uint64_t cid, size_t n)
 	}
 	coll_lp_asm_end(&t_sub, entries);
 	return HLOG_OK;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Note 10: sort the n bucket numbers in t_bs and drop repeats (O(n log n), not O(n x buckets));
+ * the count left. Sorted, route_touched_fn finds a bucket's index by bisection. */
+static size_t buckets_unique(size_t n)
+{
+	size_t m = 0;
+	if (n > 1)
+		qsort(t_bs, n, sizeof(*t_bs), u64_cmp);
+	for (size_t j = 0; j < n; j++)
+		if (m == 0 || t_bs[m - 1] != t_bs[j])
+			t_bs[m++] = t_bs[j];
+	return m;
 }
 
 /* The buckets a command touches into t_bs: those of its member arguments (deduplicated), the
@@ -306,15 +369,9 @@ static long buckets_pick(client *c, const coll_head *h, int first, int step, con
 	}
 	if (arrays_reserve((size_t)c->argc) < 0)
 		return -ENOMEM;
-	for (int i = first; i < c->argc; i += step) {
-		uint64_t b = coll_bucket_of(h, coll_member_hash(h->cid, c->argv[i].ptr, c->argv[i].len));
-		size_t j = 0;
-		while (j < n && t_bs[j] != b)
-			j++;
-		if (j == n)
-			t_bs[n++] = b;
-	}
-	return (long)n;
+	for (int i = first; i < c->argc; i += step)
+		t_bs[n++] = coll_bucket_of(h, coll_member_hash(h->cid, c->argv[i].ptr, c->argv[i].len));
+	return (long)buckets_unique(n);
 }
 
 /* Note 8: the buckets of a scan step into t_bs: from the cursor on, enough whole buckets for
@@ -529,12 +586,21 @@ int coll_large_flat(client *c, const hlog_key *k, const uint8_t **val, size_t *l
 
 /* ---------------- writes ---------------- */
 
-/* The edit's output as bytes: out, a patch run into t_out, or an empty listpack (DELETE). */
-static int edit_output(coll_edit *e, const coll_view *view, const uint8_t **out, size_t *len)
+/* The edit's output as bytes: out, a patch run into t_out (or, with in_place, over view's
+ * bytes, which must be t_sub's: note 10), or an empty listpack (DELETE). */
+static int edit_output(coll_edit *e, const coll_view *view, bool in_place, const uint8_t **out,
+                       size_t *len)
 {
 	if (e->action == COLL_DELETE) {
 		*out = lp_empty;
 		*len = sizeof(lp_empty);
+	} else if (e->patch && in_place) {
+		if (lp_buf_reserve(&t_sub, e->out_len) < 0)
+			return -ENOMEM;
+		e->patch(e->patch_arg, t_sub.p, t_sub.p, true);
+		t_sub.len = e->out_len;
+		*out = t_sub.p;
+		*len = e->out_len;
 	} else if (e->patch) {
 		if (lp_buf_reserve(&t_out, e->out_len) < 0)
 			return -ENOMEM;
@@ -593,7 +659,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return head_write(c, k, &p, 0);
 	}
 	coll_head h = { e->type, e->enc, cid_new(), lp_count(out) / per, 0, 0, 0 };
-	coll_head_size(&h, coll_initial_buckets(len, RECORD_MAX));
+	coll_head_size(&h, coll_initial_buckets(len, BUCKET_MAX));
 	uint64_t nb = coll_bucket_count(&h);
 	if ((rc = arrays_reserve(nb + 1)) < 0 || (rc = coll_lp_split(out, per, &h, &t_route, t_no)) < 0)
 		return rc;
@@ -630,10 +696,15 @@ static uint64_t route_touched_fn(void *arg, uint64_t hash)
 {
 	struct route_touched *r = arg;
 	uint64_t b = coll_bucket_of(r->h, hash);
-	for (size_t j = 0; j < r->n; j++)
-		if (t_bs[j] == b)
-			return j;
-	return r->n;
+	size_t lo = 0, hi = r->n;   /* t_bs sorted (buckets_unique) */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t_bs[mid] < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->n && t_bs[lo] == b ? lo : r->n;
 }
 
 /* Note 5: split bucket h->split (its current value cur, len; cur NULL: read it), adding its two
@@ -680,9 +751,10 @@ static int split_one(client *c, coll_head *h, size_t *np, long at, const uint8_t
 }
 
 /* Note 2: route a point edit's output (out, len) back into the n touched buckets and write what
- * changed. The sub-listpack the edit saw is t_sub, the buckets' old values t_old. */
-static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_read *hr, size_t n,
-                       const uint8_t *out, size_t len)
+ * changed. The sub-listpack the edit saw held old_entries entries, the buckets' old values lie at
+ * t_oldp (note 10: patched, that one bucket's old bytes are gone and it is known changed). */
+static int point_write(client *c, const hlog_key *k, bool patched, struct head_read *hr, size_t n,
+                       uint32_t old_entries, const uint8_t *out)
 {
 	coll_head h = hr->h;
 	unsigned per = type_per(h.type);
@@ -693,10 +765,8 @@ static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_r
 	long split_at = -1;
 	bool split_touched = false;
 	int rc;
-	(void)e;
-	(void)len;
 
-	int64_t delta = ((int64_t)lp_count(out) - (int64_t)lp_count(t_sub.p)) / (int64_t)per;
+	int64_t delta = ((int64_t)lp_count(out) - (int64_t)old_entries) / (int64_t)per;
 	if ((int64_t)h.count + delta <= 0)
 		return head_write(c, k, &p, 0);   /* empty: the head deleted (note 5) */
 	h.count = (uint64_t)((int64_t)h.count + delta);
@@ -716,13 +786,13 @@ static int point_write(client *c, const hlog_key *k, coll_edit *e, struct head_r
 	for (size_t j = 0; j < n; j++) {
 		const uint8_t *nv = routed + t_no[j];
 		size_t nl = lp_first(nv) ? t_no[j + 1] - t_no[j] : 0, ol = t_oo[j + 1] - t_oo[j];
-		bool same = nl == ol && memcmp(nv, t_old.p + t_oo[j], nl) == 0;
+		bool same = !patched && nl == ol && memcmp(nv, t_oldp + t_oo[j], nl) == 0;
 		if (t_bs[j] == h.split) {
 			split_touched = true;
 			split_cur = nv;
 			split_len = nl;
 		}
-		if (nl > 2 * RECORD_MAX)
+		if (nl > 2 * BUCKET_MAX)
 			big++;
 		if (same)
 			continue;
@@ -789,12 +859,16 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	edit_reset(e, true);
 	if ((rc = e->fn(e, &view)) < 0 || e->action == COLL_KEEP)
 		goto out;
-	if ((rc = edit_output(e, &view, &out, &len)) < 0)
+	uint32_t old_entries = lp_count(t_sub.p);
+	/* note 10: one bucket's planned edit patches the bucket where it was read */
+	bool patch = point && n == 1 && e->patch && e->action == COLL_WRITE;
+	if ((rc = edit_output(e, &view, patch, &out, &len)) < 0)
 		goto out;
+	c->w->stats.coll_bucket_patches += patch;
 	if (point && e->action != COLL_DELETE && e->enc != CENC_HASHTABLE)
 		rc = SPW_E_CORRUPT;   /* a point edit keeps a large collection's encoding */
 	else if (point)
-		rc = point_write(c, k, e, &hr, (size_t)n, out, len);
+		rc = point_write(c, k, patch, &hr, (size_t)n, old_entries, out);
 	else
 		rc = write_afresh(c, k, e, hr.raw, COLL_LARGE_HDR, true, out, len);
 out:
@@ -843,7 +917,7 @@ int coll_large_convert(client *c, const hlog_key *k, coll_edit *e)
 	edit_reset(e, found);
 	if ((rc = e->fn(e, found ? &view : NULL)) < 0 || e->action == COLL_KEEP)
 		goto out;
-	if ((rc = edit_output(e, found ? &view : NULL, &out, &len)) < 0)
+	if ((rc = edit_output(e, found ? &view : NULL, false, &out, &len)) < 0)
 		goto out;
 	rc = write_afresh(c, k, e, found ? t_small.p : NULL, found ? t_small.len : 0, false, out, len);
 out:

@@ -236,8 +236,8 @@ const spw_option config_options[] = {
 	{ "coll-record-max", NULL, OPT_SIZE, OPT_MUTABLE, 128, 65536, "4096", FIELD(coll_record_max),
 	  NULL, NULL,
 	  "bytes: a hash or set Redis keeps as a hash table (OBJECT ENCODING hashtable) whose payload "
-	  "passes this becomes large: a head and buckets of about half this size each, so that a "
-	  "change costs a bucket, not the collection (coll_large.c)" },
+	  "passes this becomes large: a head and buckets of an eighth to a half of this size each "
+	  "(coll_large.c note 11), so that a change costs a bucket, not the collection" },
 	{ "hash-max-listpack-entries", "hash-max-ziplist-entries", OPT_SIZE, OPT_MUTABLE | OPT_INTEGER,
 	  0, LLONG_MAX, "512", FIELD(hash_max_listpack_entries), NULL, NULL,
 	  "a hash with more fields than this leaves the compact listpack encoding for a hash table "

@@ -22,6 +22,7 @@ struct set_op {
 	long long count;          /* SPOP's count argument, -1 without one */
 	const resp_slice *member; /* SMOVE's member */
 	bool found;               /* the key existed (set by set_rmw) */
+	lp_edit pe;               /* one member of a listpack set: the planned edit (cmd_set.c note 7) */
 };
 void set_op_free(struct set_op *o);
 /* The start of an edit: o->b is a copy of cur, or (cur NULL) a new set that can hold first

@@ -652,6 +652,72 @@ static void test_random_byte_flips_never_read_out_of_bounds(void **state)
 	assert_true(accepted > 0 && accepted < 6000);
 }
 
+/* lp_find's inline walk (listpack.c) gives lp_eq's answer on every encoding: each entry of a
+ * listpack of every int width and every string length class is found by its text (the first
+ * equal one), with skip 1 only at even indexes, and strings that differ in their first or last
+ * byte only, or in length, are not confused. */
+static void test_find_agrees_with_eq_on_every_encoding(void **state)
+{
+	static const long long ints[] = { 0, 127, -1, 4095, -4096, 32767, -32768, 8388607,
+		-8388608, 2147483647, -2147483648LL, 9223372036854775807LL };
+	static const size_t lens[] = { 0, 1, 2, 13, 63, 64, 200, 4095, 4096, 5000 };
+	lp_buf b = { 0 };
+	char *big = malloc(6000), buf[LP_INTBUF_SIZE];
+	const char *ps[64];
+	size_t pl[64], n = 0;
+	(void)state;
+
+	assert_non_null(big);
+	memset(big, 'a', 6000);
+	assert_int_equal(lp_buf_init(&b), 0);
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		assert_int_equal(lp_append_int(&b, ints[i]), 0);
+		ps[n] = NULL;
+		pl[n++] = (size_t)ints[i];
+	}
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		big[lens[i] ? lens[i] - 1 : 0] = 'z';   /* "a...az": each differs in its last byte */
+		assert_int_equal(lp_append(&b, big, lens[i]), 0);
+		big[lens[i] ? lens[i] - 1 : 0] = 'a';
+		ps[n] = big;
+		pl[n++] = lens[i];
+	}
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *want = lp_seek(b.p, (long)i), *got;
+		const char *t = ps[i];
+		size_t tl = pl[i];
+		char last;
+		if (!t) {
+			lp_val v;
+			lp_get(want, &v);
+			t = lp_val_str(&v, buf, &tl);
+		} else {
+			last = tl ? big[tl - 1] : 0;
+			if (tl)
+				big[tl - 1] = 'z';
+			got = lp_find(b.p, lp_first(b.p), t, tl, 0);
+			assert_ptr_equal(got, want);
+			assert_ptr_equal(lp_find(b.p, lp_first(b.p), t, tl, 1), i % 2 ? NULL : want);
+			if (tl > 1) {
+				big[0] = 'b';   /* the first byte differs */
+				assert_null(lp_find(b.p, lp_first(b.p), t, tl, 0));
+				big[0] = 'a';
+			}
+			if (tl)
+				big[tl - 1] = last;
+			assert_true(tl == 0 || lp_find(b.p, lp_first(b.p), t, tl, 0) != want);
+			continue;
+		}
+		assert_true(lp_eq(want, t, tl));
+		assert_ptr_equal(lp_find(b.p, lp_first(b.p), t, tl, 0), want);
+		assert_ptr_equal(lp_find(b.p, lp_first(b.p), t, tl, 1), i % 2 ? NULL : want);
+	}
+	assert_null(lp_find(b.p, lp_first(b.p), "128", 3, 0));
+	assert_null(lp_find(b.p, NULL, "0", 1, 0));
+	free(big);
+	lp_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -672,6 +738,7 @@ int main(void)
 		cmocka_unit_test(test_validate_rejects_bad_headers_counts_and_callback_refusals),
 		cmocka_unit_test(test_every_truncation_is_rejected_even_with_a_fixed_header),
 		cmocka_unit_test(test_random_byte_flips_never_read_out_of_bounds),
+		cmocka_unit_test(test_find_agrees_with_eq_on_every_encoding),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
