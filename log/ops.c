@@ -10,7 +10,8 @@
  *  1. Publishing. A new record is written with REC_SEALED (not published), then the index entry is
  *     CASed from the word the chain walk started at to the new address; on success the record's
  *     info is stored as VALID (release). On failure the record stays sealed-and-invalid forever
- *     (garbage for the page walker) and the operation restarts from the index lookup.
+ *     (garbage for the page walker) and the operation restarts from the index lookup; so it does
+ *     when a group holds the entry (group.c note 8: checked after the reservation, before the CAS).
  *     Deviation from "readers skip invalid records": a record reachable from the index has always
  *     won its CAS (a loser is unreachable: nothing points to it), so an invalid record met on a
  *     chain is one being published right now. Walkers wait the few instructions until it is valid.

@@ -3,7 +3,9 @@
  * redo hook's order and group_more, a failed plan or a too big group writing nothing, a lost race
  * re-planning (the lost span left as garbage), PENDING while the old head is on the device, and
  * spans past what is left of a page and over several pages that every walker (scan, the page
- * walker, compaction, checkpoint and recovery) parses as ordinary records.
+ * walker, compaction, checkpoint and recovery) parses as ordinary records, and the group locks
+ * (group.c note 8): a write sharing a part's entry during the group waits for it, so every part's
+ * chain goes down.
  */
 #include <stdarg.h>
 #include <stddef.h>
