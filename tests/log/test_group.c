@@ -961,8 +961,7 @@ static void test_groups_whose_parts_share_an_entry_wait_for_each_other(void **st
 
 /* The race with a device, then everything pushed to the device: reading the other key and the part
  * back walks their shared chain there (chain reads), which an upward link would have made fail
- * (pending.c refuses a previous address at or above the record's as corrupt); then a checkpoint
- * and a recovery whose repair raises the entry to the newest record and finds both. */
+ * (pending.c refuses a previous address at or above the record's as corrupt: SPW_E_CORRUPT). */
 static void test_group_race_with_a_key_sharing_its_entry_reads_back_from_the_device(void **state)
 {
 	gf *f = gf_open(state, true, 8 * PAGE, 50);

@@ -164,6 +164,10 @@ static void test_concurrent_rmw_increments_on_shared_keys_are_exact(void **state
 	}
 	assert_int_equal(total, (uint64_t)THREADS * sh->iters);
 	hlog_info i = info_of(sh->l);
+	print_message("log %llu of %llu bytes, %llu in place, %llu RCU, %llu retries\n",
+	              (unsigned long long)i.tail, (unsigned long long)i.memory_bytes,
+	              (unsigned long long)i.inplace_updates, (unsigned long long)i.rcu_updates,
+	              (unsigned long long)i.retries);
 	assert_true(i.inplace_updates > 0);
 	assert_true(i.rcu_updates > 0);          /* counters did fall below ReadOnly */
 	assert_int_equal(i.keys, 16 + THREADS * ((sh->iters + 15) / 16));
