@@ -126,10 +126,10 @@
 #include <sys/mman.h>
 #include "index/hidx_int.h"
 
-/* A spin-wait hint to the CPU (lets the sibling hyperthread run, saves power). */
 /* hidx_entry_stripe (hidx.h) takes the lowest bucket bit: every table has at least two buckets. */
 _Static_assert(HIDX_MIN_BUCKETS >= 2, "hidx_entry_stripe needs the bucket's lowest bit");
 
+/* A spin-wait hint to the CPU (lets the sibling hyperthread run, saves power). */
 static inline void hidx_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -44,8 +44,8 @@
  *     key sharing the entry, now either came before the lock (below the span: a CAS it wins
  *     before ours is a plain retry) or waits for the group to end. As parts are written only
  *     under that latch, an old version of a part needs no seal: no in-place writer can be on it.
- *     The head and the parts become valid only after every
- *     part is published; readers that meet them meanwhile wait (ops.c note 1), holding nothing.
+ *     The head and the parts become valid only after every part is published; readers that meet
+ *     them meanwhile wait (ops.c note 1), holding nothing.
  *     The head's old version R, when mutable, stays locked exclusive from the lookup to the end
  *     (as in an RCU) and is sealed once the new head is valid.
  *
