@@ -851,31 +851,15 @@ static void *sharer_main(void *arg)
 static void sharer_in_fill(grp *g)
 {
 	sharer *r = &the_sharer;
+	(void)g;
 	if (r->started)
 		return;
-	(void)g;
 	r->started = true;
+	atomic_init(&r->done, 0);
 	r->waits0 = info_of(r->l).group_entry_waits;
 	assert_int_equal(pthread_create(&r->th, NULL, sharer_main, r), 0);
 	while (!atomic_load(&r->done) && info_of(r->l).group_entry_waits == r->waits0)
 		sched_yield();
-}
-
-static void sharer_init(hlog *l, int kind, const char *pkey)
-{
-	memset(&the_sharer, 0, sizeof(the_sharer));
-	the_sharer.l = l;
-	the_sharer.kind = kind;
-	if (pkey)
-		snprintf(the_sharer.pkey, sizeof(the_sharer.pkey), "%s", pkey);
-	atomic_init(&the_sharer.done, 0);
-}
-
-static void sharer_join(void)
-{
-	assert_true(the_sharer.started);
-	assert_int_equal(pthread_join(the_sharer.th, NULL), 0);
-	assert_int_equal(the_sharer.rc, HLOG_OK);
 }
 
 /* Run the race of part 0 of a 1-part group "h" against the sharer: a first group writes the part,
@@ -884,11 +868,16 @@ static uint64_t race_run(gf *f, grp *g, int kind, const char *pkey, const hlog_k
 {
 	grp_init(g, "h", 1, 40);
 	assert_int_equal(grp_run(f, g), HLOG_OK);
-	sharer_init(f->l, kind, pkey);
+	memset(&the_sharer, 0, sizeof(the_sharer));
+	the_sharer.l = f->l;
+	the_sharer.kind = kind;
+	snprintf(the_sharer.pkey, sizeof(the_sharer.pkey), "%s", pkey ? pkey : "");
 	g->in_fill = sharer_in_fill;
 	g->pvals[0][0] = 'Z';
 	assert_int_equal(grp_run(f, g), HLOG_OK);
-	sharer_join();
+	assert_true(the_sharer.started);
+	assert_int_equal(pthread_join(the_sharer.th, NULL), 0);
+	assert_int_equal(the_sharer.rc, HLOG_OK);
 	got x;
 	assert_int_equal(gf_read(f, &g->parts[0].key, &x), HLOG_OK);
 	assert_int_equal(x.v[0], 'Z');
@@ -928,14 +917,12 @@ static void test_group_part_chain_stays_below_its_address_when_a_key_sharing_its
 	hlog_key_init(&k2, COLLIDE_KEY, strlen(COLLIDE_KEY));
 	collide_check(f, &k2);
 	uint64_t k2a = 0, a = race_run(f, &g, 0, NULL, &k2, &k2a);
-	log_rec *r = hlog_rec_at(f->l, a);
-	uint64_t prev = atomic_load(&r->info) & REC_PREV_MASK;
+	uint64_t prev = atomic_load(&hlog_rec_at(f->l, a)->info) & REC_PREV_MASK;
 	print_message("part at %llu, its prev %llu, the other key at %llu\n", (unsigned long long)a,
 	              (unsigned long long)prev, (unsigned long long)k2a);
 	assert_true(prev < a);
 	assert_true(k2a > a);   /* the other key went on top, once the part was in */
-	log_rec *o = hlog_rec_at(f->l, k2a);
-	assert_int_equal(atomic_load(&o->info) & REC_PREV_MASK, a);
+	assert_int_equal(atomic_load(&hlog_rec_at(f->l, k2a)->info) & REC_PREV_MASK, a);
 	assert_int_equal(hlog_key_count(f->l), 2);
 	race_check_waited(f);
 }
