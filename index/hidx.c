@@ -126,6 +126,9 @@
 #include <sys/mman.h>
 #include "index/hidx_int.h"
 
+/* hidx_entry_stripe (hidx.h) takes the lowest bucket bit: every table has at least two buckets. */
+_Static_assert(HIDX_MIN_BUCKETS >= 2, "hidx_entry_stripe needs the bucket's lowest bit");
+
 /* A spin-wait hint to the CPU (lets the sibling hyperthread run, saves power). */
 static inline void hidx_cpu_relax(void)
 {

@@ -48,6 +48,15 @@ typedef struct hidx_slot {
 
 static inline uint64_t hidx_hash(const void *key, size_t len) { return XXH3_64bits(key, len); }
 static inline uint64_t hidx_slot_addr(const hidx_slot *s) { return s->word & HIDX_ADDR_MASK; }
+/* A number in [0, 2^HIDX_STRIPE_BITS) that every key sharing hash's entry (bucket and tag) gets,
+ * whatever the index's size now or later: the tag as entries store it (tag 0 reads as 1) and the
+ * lowest bucket bit (an index has at least 64 buckets). The log's group locks are kept by it. */
+#define HIDX_STRIPE_BITS 16
+static inline uint32_t hidx_entry_stripe(uint64_t hash)
+{
+	uint64_t tag = (hash & HIDX_TAG_MASK) >> HIDX_TAG_SHIFT;
+	return (uint32_t)(((tag ? tag : 1) << 1) | (hash & 1));
+}
 
 /* size_bytes / 64 rounded down to a power of two (at least 64 buckets). 0 or -ENOMEM/-EINVAL. */
 int hidx_open(hidx **out, uint64_t size_bytes);

@@ -34,16 +34,18 @@
  *     Once the head's CAS won, each part is published by a CAS on its own index entry, its
  *     previous-address field set from the word it expects; a failed part CAS refreshes the word and
  *     tries again, or looks the entry up again when the word is no longer its key's (a clear took
- *     the entry: a fresh one, tag|0, is below any Begin). Among writers of the part's own key it may only lose to compaction's conditional
- *     copy of an older version (parts are written only under the collection's exclusive latch),
- *     and the copy, once overtaken, is garbage like any superseded version. KNOWN DEFECT: that
- *     copy, or a record of another key sharing the entry (same bucket and tag), published after
- *     the reservation lies above the span, so the part's CAS goes on top of a newer address and
- *     its previous-address field points up; pending.c's device walk and recover.c's index repair
- *     assume chains go down (docs/ARCHITECTURE.md "Large collections: what v1 builds";
- *     tests/log/test_group.c reproduces it under SPW_KNOWN_BUGS). For the same reason an old version of a part needs no
- *     seal: no in-place writer can be on it. The head and the parts become valid only after every
- *     part is published; readers that meet them meanwhile wait (ops.c note 1), holding nothing.
+ *     the entry: a fresh one, tag|0, is below any Begin). The group holds every entry it publishes
+ *     into from before its reservation to its last part's CAS (note 8), so the word a part's CAS
+ *     meets names a record below the span, or the group's own earlier record of that key: every
+ *     chain goes down in address, which pending.c's device walk, recover.c's index repair and
+ *     compaction's Begin rule (compact.c note 1) rely on. Among writers of the part's own key it
+ *     could only lose to compaction's conditional copy of an older version (parts are written
+ *     only under the collection's exclusive latch), and such a copy, like a record of another
+ *     key sharing the entry, now either came before the lock (below the span: a CAS it wins
+ *     before ours is a plain retry) or waits for the group to end. As parts are written only
+ *     under that latch, an old version of a part needs no seal: no in-place writer can be on it.
+ *     The head and the parts become valid only after every part is published; readers that meet
+ *     them meanwhile wait (ops.c note 1), holding nothing.
  *     The head's old version R, when mutable, stays locked exclusive from the lookup to the end
  *     (as in an RCU) and is sealed once the new head is valid.
  *
@@ -74,6 +76,34 @@
  *     the records' sizes (the fillers come on top, less than a page per page); a group that needs
  *     more answers SPW_E_TOO_BIG, with nothing written. A span of N pages needs N <= max_pages - 1
  *     pages (alloc.c note 5), which a quarter of the region always leaves.
+ *
+ *  8. Group locks: why every part's chain goes down. Between the reservation and a part's CAS,
+ *     any record published into the part's index entry would lie above the span (reserved
+ *     later), and the part's CAS, expecting that word, would point the part's previous address
+ *     up: a record of another key sharing the entry (same bucket and tag), or compaction's copy
+ *     of the part's older version. Walkers cannot accept such a link: pending.c would read the
+ *     higher address from the device before it is written there; recover.c raises an entry to
+ *     the highest valid record, which would hide the part behind the other one; and once Begin
+ *     passes the part, every walk stops there (compact.c note 1), losing the other key's record
+ *     above it. So the race is prevented, not repaired: before its reservation the group takes
+ *     a lock on the stripe (hidx_entry_stripe: one number per entry, whatever the index's size) of
+ *     its head and of each part, in l->group_locks (the session's id + 1, taken by CAS, all or
+ *     none: a stripe another group holds makes it release what it took and start over, so no
+ *     group waits for another while holding one); l->group_lockers counts the groups holding
+ *     some. ops.c's one publishing path checks the stripe after its own reservation and before
+ *     its CAS (log_group_holds) and, when held, leaves its record as garbage (a lost CAS's) and
+ *     starts over (counted in group_entry_waits). Why that suffices: the group's lock, its
+ *     reservation, the writer's reservation and the writer's check are sequentially consistent,
+ *     and the reservations are RMWs of one tail word: a writer whose record lies above the span
+ *     reserved after the group did, so it sees the lock; a writer that did not see it reserved
+ *     before the span and publishes below it (then a part's CAS just retries). Stripes are
+ *     released after the last part's CAS (later records go on top of a published part and point
+ *     down), and on every path that gives the span up. Costs: two RMWs on a shared line per
+ *     group, one load per write while a group runs (a second on the stripe only then), and the
+ *     writes that share a stripe with a running group start over for the group's few
+ *     microseconds. Nothing lies outside the span, so note 4's atomicity for checkpoints and the
+ *     AOF's group_more (note 5) stay as they were; a writer refused here holds nothing (it
+ *     dropped R's lock) and never waits inside a group's window (its restart refreshes).
  */
 
 #include <errno.h>
@@ -110,6 +140,44 @@ typedef struct group_run {
 static uint64_t group_part_size(const hlog_group_part *p)
 {
 	return rec_size_of(p->key.len, p->del ? 0 : p->len, false);
+}
+
+/* The hash of the group's i-th key: 0 the head, i the part i - 1. */
+static uint64_t group_hash(const group_run *g, size_t i)
+{
+	return i == 0 ? g->head->hash : g->parts[i - 1].key.hash;
+}
+
+/* Give back the stripes of the group's first n keys (note 8), each only while it is still ours:
+ * a stripe named twice was given back at its first name, and may be another group's by now. */
+static void group_unlock(group_run *g, size_t n)
+{
+	hlog *l = g->s->l;
+	uint32_t me = (uint32_t)g->s->id + 1;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t cur = me;
+		atomic_compare_exchange_strong(&l->group_locks[hidx_entry_stripe(group_hash(g, i))], &cur, 0);
+	}
+	atomic_fetch_sub(&l->group_lockers, 1);
+}
+
+/* Take the stripes of the head and of every part (note 8), all or none: true when all are ours;
+ * false, holding none, when another group holds one. Before the reservation, sequentially
+ * consistent (the count first, so that a write that sees a stripe also looks at it). */
+static bool group_lock(group_run *g)
+{
+	hlog *l = g->s->l;
+	uint32_t me = (uint32_t)g->s->id + 1;
+	atomic_fetch_add(&l->group_lockers, 1);
+	for (size_t i = 0; i <= g->nparts; i++) {
+		_Atomic uint32_t *w = &l->group_locks[hidx_entry_stripe(group_hash(g, i))];
+		uint32_t cur = 0;
+		if (!atomic_compare_exchange_strong(w, &cur, me) && cur != me) {
+			group_unlock(g, i);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Where a record of size bytes goes when the span's layout has reached *pos (note 1): *pos, or the
@@ -212,8 +280,9 @@ static int group_plan(group_run *g)
 	return rc;
 }
 
-/* Reserve the span (note 1): UPD_NEXT with g->span, or (R unlocked) UPD_RESTART or what the
- * group returns (HLOG_PENDING for a frame wait, SPW_E_LOG_FULL, SPW_E_STORE_ERROR). */
+/* Reserve the span (note 1), the stripes held (note 8): UPD_NEXT with g->span, or (R unlocked,
+ * the stripes given back) UPD_RESTART or what the group returns (HLOG_PENDING for a frame wait,
+ * SPW_E_LOG_FULL, SPW_E_STORE_ERROR). */
 static int group_reserve(group_run *g)
 {
 	hlog_session *s = g->s;
@@ -224,6 +293,7 @@ static int group_reserve(group_run *g)
 		g->span = (uint64_t)na;
 		return UPD_NEXT;
 	}
+	group_unlock(g, g->nparts + 1);
 	if (g->u.mut)
 		rec_unlock_excl(g->u.r, g->u.info);
 	if (na == LOG_E_RETRY)
@@ -284,8 +354,8 @@ static void group_part_publish(group_run *g, size_t i, uint64_t a)
 	ctr_add(&s->appends, 1);
 }
 
-/* The head's CAS won: publish the parts, call the redo hook (note 5), make every record valid,
- * seal R, count (note 6). */
+/* The head's CAS won: publish the parts, give the stripes back (note 8), call the redo hook
+ * (note 5), make every record valid, seal R, count (note 6). */
 static void group_finish(group_run *g)
 {
 	hlog_session *s = g->s;
@@ -294,6 +364,8 @@ static void group_finish(group_run *g)
 	uint64_t pos = g->head_addr + u->size;
 	for (size_t i = 0; i < g->nparts; i++)
 		group_part_publish(g, i, group_place(l, &pos, group_part_size(&g->parts[i]), false));
+	/* Every part is in its entry: what comes on top now points down (note 8). */
+	group_unlock(g, g->nparts + 1);
 	log_rec *n = hlog_rec_at(l, g->head_addr);
 	/* seqs first, then Begin (both sequentially consistent): see hlog_flush_all. */
 	if (SPW_UNLIKELY(s->redo != NULL) && g->span >= atomic_load(&l->begin)) {
@@ -357,6 +429,12 @@ int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *op
 	g.op = (log_op){ .kind = OP_RMW, .ops = ops, .ctx = ctx };
 	for (;;) {
 		rc = group_plan(&g);
+		if (rc == UPD_NEXT && !group_lock(&g)) {
+			if (g.u.mut)
+				rec_unlock_excl(g.u.r, g.u.info);
+			ctr_add(&s->group_entry_waits, 1);
+			rc = UPD_RESTART;   /* another group holds one of our entries (note 8) */
+		}
 		if (rc == UPD_NEXT)
 			rc = group_reserve(&g);
 		if (rc == UPD_NEXT) {
@@ -368,6 +446,7 @@ int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *op
 				group_finish(&g);
 				return HLOG_OK;
 			}
+			group_unlock(&g, nparts + 1);
 			if (g.u.mut)
 				rec_unlock_excl(g.u.r, g.u.info);
 			rc = UPD_RESTART;   /* the span stays sealed and invalid: garbage (note 3) */

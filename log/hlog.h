@@ -353,6 +353,7 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(appends,           HLOG_CTR_SUM, NULL, "records appended for a new key or a tombstone") \
 	X(log_full_errors,   HLOG_CTR_SUM, NULL, "writes refused: the memory region was full") \
 	X(retries,           HLOG_CTR_SUM, NULL, "operations restarted after an epoch action") \
+	X(group_entry_waits, HLOG_CTR_SUM, "group_entry_waits", "writes that met an index entry a group holds for its parts and started again (group.c note 8)") \
 	X(expired_keys,      HLOG_CTR_SUM, NULL, "expired keys removed lazily (INFO expired_keys)") \
 	X(pending_reads,     HLOG_CTR_SUM, "tier_pending_reads", "operations that went pending on a device read (fetches started)") \
 	X(pending_found,     HLOG_CTR_SUM, "tier_pending_found", "fetches that found a live record") \

@@ -232,7 +232,22 @@ struct hlog {
 	_Atomic uint64_t stats_from;
 	pthread_mutex_t compact_one;       /* one compaction pass at a time */
 	_Atomic uint64_t reclaimed;        /* the device space below was given back (hlog_reclaim) */
+
+	/* Group locks (group.c note 8): per hidx_entry_stripe, the id + 1 of the session whose group
+	 * holds the stripe's entries for its parts, or 0; and how many groups hold any (so that a
+	 * write looks at the stripe only while one does). */
+	_Atomic uint32_t *group_locks;
+	_Atomic uint64_t group_lockers SPW_ALIGNED_CL;
 };
+
+/* Whether a group holds the entry of hash (group.c note 8): a write that reserved its record must
+ * not publish it there now (ops.c, log_update_append). Both loads sequentially consistent, after
+ * the reservation's: a group that locked before reserving its span is seen. */
+static inline bool log_group_holds(hlog *l, uint64_t hash)
+{
+	return SPW_UNLIKELY(atomic_load(&l->group_lockers) != 0) &&
+	       atomic_load(&l->group_locks[hidx_entry_stripe(hash)]) != 0;
+}
 
 #define LOG_GARBAGE_SLOTS 8192u
 

@@ -10,7 +10,8 @@
  *  1. Publishing. A new record is written with REC_SEALED (not published), then the index entry is
  *     CASed from the word the chain walk started at to the new address; on success the record's
  *     info is stored as VALID (release). On failure the record stays sealed-and-invalid forever
- *     (garbage for the page walker) and the operation restarts from the index lookup.
+ *     (garbage for the page walker) and the operation restarts from the index lookup; so it does
+ *     when a group holds the entry (group.c note 8: checked after the reservation, before the CAS).
  *     Deviation from "readers skip invalid records": a record reachable from the index has always
  *     won its CAS (a loser is unreachable: nothing points to it), so an invalid record met on a
  *     chain is one being published right now. Walkers wait the few instructions until it is valid.
@@ -511,6 +512,13 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 			return UPD_RESTART;   /* someone published into the entry meanwhile: replan */
 		u->have_slot = true;
 	}
+	if (log_group_holds(l, k->hash)) {
+		/* Not now (group.c note 8), and no record left behind: this look is only cheaper. */
+		ctr_add(&s->group_entry_waits, 1);
+		if (u->mut)
+			rec_unlock_excl(u->r, u->info);
+		return UPD_RESTART;
+	}
 	uint64_t need = 0;
 	int64_t na = alloc_reserve(s, u->size, &need);
 	if (na < 0) {
@@ -544,6 +552,14 @@ static int log_update_append(hlog_session *s, const hlog_key *k, const log_op *o
 		log_fill(op, u->oldp, rec_val(n, ninfo), false);
 	log_ustat_write(s, (uint64_t)na, u->size, u->wr, u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY);
 	uint64_t seq = log_redo_seq(s);
+	/* Not into an entry a group holds: our record may lie above its span (group.c note 8). This
+	 * look, after the reservation, is the one that counts. */
+	if (log_group_holds(l, k->hash)) {
+		ctr_add(&s->group_entry_waits, 1);
+		if (u->mut)
+			rec_unlock_excl(u->r, u->info);
+		return UPD_RESTART;   /* the record stays sealed and invalid: garbage, as a lost CAS's */
+	}
 	/* The CAS publishes the record's bytes (release) to whoever reads the entry. */
 	if (!hidx_slot_cas(&u->slot, (uint64_t)na)) {
 		if (u->mut)

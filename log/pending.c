@@ -26,7 +26,8 @@
  *        hlog_session_release(op_ctx) --> entries freed (reads still in flight: on completion)
  *
  *     The chain below a cold address is always on the device (older records have lower addresses,
- *     and Head only grows), so a chain walk never comes back to memory. Every record below Head is
+ *     a group's parts included: group.c note 8; and Head only grows), so a chain walk never comes
+ *     back to memory, and a previous address at or above the record's is corruption. Every record below Head is
  *     on the device whole, since Head <= FlushedUntil and FlushedUntil steps over spanning records.
  *     Nothing in the store changes before the op runs again, so a reply never shows stale data: the
  *     re-run sees every version written meanwhile. Buffers come from per-session pools of

@@ -7,10 +7,10 @@
  *
  *  1. Repairing the fuzzy image (ckpt.c note 2). Every address in the image is below the cut, and
  *     a record the image misses was published during the image, so at or above scan_from. A
- *     chain's records only get newer (higher addresses) and an entry only moves up (FLUSHALL aside,
- *     handled by clearing the image below Begin), so raising each record's entry to its address,
- *     for every valid record in [scan_from, cut) in address order, gives each entry the newest
- *     record it had at the cut. Tombstones count (a deleted key's newest version); invalid records
+ *     chain's records only get newer (higher addresses; a group's parts too, group.c note 8) and
+ *     an entry only moves up (FLUSHALL aside, handled by clearing the image below Begin), so
+ *     raising each record's entry to its address, for every valid record in [scan_from, cut) in
+ *     address order, gives each entry the newest record it had at the cut. Tombstones count (a deleted key's newest version); invalid records
  *     (lost CASes, the cut's filler) are garbage and skipped.
  *
  *  2. Check first, then load. Every file the checkpoint needs is checked before anything is

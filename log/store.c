@@ -122,6 +122,8 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 	rc = -ENOMEM;
 	if (!(l->garbage = calloc((size_t)cfg->max_sessions * LOG_GARBAGE_SLOTS, sizeof(*l->garbage))))
 		goto fail;
+	if (!(l->group_locks = calloc(1u << HIDX_STRIPE_BITS, sizeof(*l->group_locks))))
+		goto fail;
 	if ((rc = log_ustats_open(l)) < 0)
 		goto fail;
 	if ((rc = hidx_open(&l->idx, cfg->index_bytes)) < 0)
@@ -166,6 +168,7 @@ void hlog_close(hlog *l)
 	pthread_mutex_destroy(&l->ckpt_one);
 	pthread_mutex_destroy(&l->compact_one);
 	free(l->garbage);
+	free(l->group_locks);
 	log_ustats_close(l);
 	free(l);
 }

@@ -152,6 +152,26 @@ static void test_entry_bucket_and_tag_come_from_hash_bits(void **state)
 	hidx_close(h);
 }
 
+/* hidx_entry_stripe: keys that share an entry share a stripe (tag 0 shares tag 1's entry), whatever
+ * the other bits; another tag, or another lowest bucket bit, is another stripe. */
+static void test_keys_sharing_an_entry_share_its_stripe(void **state)
+{
+	hidx *h = open_small();
+	hidx_slot a, b;
+
+	(void)state;
+	assert_int_equal(hidx_entry_find_or_create(h, mk_hash(37, 1, 5), &a), 0);
+	assert_int_equal(hidx_entry_find(h, mk_hash(37, 0, 9), &b), 0);
+	assert_ptr_equal(b.entry, a.entry);
+	assert_int_equal(hidx_entry_stripe(mk_hash(37, 1, 5)), hidx_entry_stripe(mk_hash(37, 0, 9)));
+	assert_int_equal(hidx_entry_stripe(mk_hash(37, 0x1234, 5)),
+	                 hidx_entry_stripe(mk_hash(37, 0x1234, 99) | (1ULL << 63)));
+	assert_int_not_equal(hidx_entry_stripe(mk_hash(37, 0x1234, 5)), hidx_entry_stripe(mk_hash(37, 0x1235, 5)));
+	assert_int_not_equal(hidx_entry_stripe(mk_hash(37, 0x1234, 5)), hidx_entry_stripe(mk_hash(36, 0x1234, 5)));
+	assert_true(hidx_entry_stripe(~0ULL) < (1u << HIDX_STRIPE_BITS));
+	hidx_close(h);
+}
+
 /* Regression: a confirmed entry with tag 0 and address 0 would be the free word 0. */
 static void test_tag_zero_entry_is_not_mistaken_for_a_free_slot(void **state)
 {
@@ -594,6 +614,7 @@ int main(void)
 		cmocka_unit_test(test_find_on_empty_index_returns_enoent),
 		cmocka_unit_test(test_created_entry_is_found_with_address_zero),
 		cmocka_unit_test(test_entry_bucket_and_tag_come_from_hash_bits),
+		cmocka_unit_test(test_keys_sharing_an_entry_share_its_stripe),
 		cmocka_unit_test(test_tag_zero_entry_is_not_mistaken_for_a_free_slot),
 		cmocka_unit_test(test_more_than_seven_tags_in_a_bucket_grow_an_overflow_chain),
 		cmocka_unit_test(test_create_finds_an_entry_beyond_a_free_slot),

@@ -3,7 +3,9 @@
  * redo hook's order and group_more, a failed plan or a too big group writing nothing, a lost race
  * re-planning (the lost span left as garbage), PENDING while the old head is on the device, and
  * spans past what is left of a page and over several pages that every walker (scan, the page
- * walker, compaction, checkpoint and recovery) parses as ordinary records.
+ * walker, compaction, checkpoint and recovery) parses as ordinary records, and the group locks
+ * (group.c note 8): a write sharing a part's entry during the group waits for it, so every part's
+ * chain goes down.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -794,56 +797,177 @@ static void test_group_parts_survive_their_fresh_entries_being_cleared(void **st
 	assert_int_equal(read_counter(f->s, &head), CLEAR_GROUPS);
 }
 
-/* A user key sharing a part's index entry (same bucket and tag: k42603767 and "h|b0", found by
- * search) written while a group is between its span's reservation and its parts' CASes: that record
- * lies above the span, and the part's CAS may then only go on top of it, so the part's previous
- * address is above its own. Every chain walker that reads older records from the device
- * (pending.c's chain reads of another key) and recovery's repair (recover.c note 1: raising entries
- * in address order) assume chains go down in address. KNOWN BUG, not fixed: the test is skipped
- * unless SPW_KNOWN_BUGS is set. */
-static hlog *collide_l;
+/* ---------------- a write sharing a part's entry while the group runs (group.c note 8) ---------------- */
 
-static void collide_in_fill(grp *g)
+/* A user key sharing a part's index entry (same bucket and tag: k42603767 and "h|b0", found by
+ * search), or another group's part sharing it, written by another thread while a group is between
+ * its span's reservation and its parts' CASes. That record, reserved after the span, would lie
+ * above it, and the part's CAS would go on top of it with its previous address pointing up, which
+ * pending.c's chain reads, recover.c's repair and compaction's Begin rule cannot follow. The group
+ * holds the entry's stripe over that window: the other write starts over (group_entry_waits) and
+ * publishes once the parts are in, on top of them. The fill callback waits until the other thread
+ * either has been refused once (the fix) or is done (without it: the test then fails on prev). */
+#define COLLIDE_KEY "k42603767"
+
+typedef struct sharer {
+	hlog *l;
+	int kind;                    /* 0: an upsert of COLLIDE_KEY; 1: a group whose part is pkey */
+	char pkey[24];
+	atomic_int done;
+	int rc;
+	pthread_t th;
+	uint64_t waits0;             /* group_entry_waits before */
+	bool started;
+} sharer;
+
+static sharer the_sharer;
+
+static void *sharer_main(void *arg)
 {
-	(void)g;
+	sharer *r = arg;
 	hlog_session *s2;
-	assert_int_equal(hlog_session_open(collide_l, &s2), 0);
+	assert_int_equal(hlog_session_open(r->l, &s2), 0);
 	hlog_session_protect(s2);
-	hlog_key k2;
-	hlog_key_init(&k2, "k42603767", 9);
-	assert_int_equal(hlog_upsert(s2, &k2, "x", 1, HLOG_NO_EXPIRY), HLOG_OK);
+	if (r->kind == 0) {
+		hlog_key k2;
+		hlog_key_init(&k2, COLLIDE_KEY, strlen(COLLIDE_KEY));
+		r->rc = hlog_upsert(s2, &k2, "x", 1, HLOG_NO_EXPIRY);
+	} else {
+		hlog_key head;
+		hlog_key_init(&head, "g2", 2);
+		hlog_group_part part = { .val = "y", .len = 1 };
+		hlog_key_init_internal(&part.key, r->pkey, strlen(r->pkey));
+		incr_ctx ic = { .delta = 1, .expire_ms = HLOG_NO_EXPIRY };
+		r->rc = hlog_group_rmw(s2, &head, &incr_ops, &ic, &part, 1);
+	}
 	hlog_session_unprotect(s2);
 	hlog_session_close(s2);
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+/* The group's fill: the span is reserved, no part is published yet. Start the other writer and
+ * wait until it was refused once or is done (a condition, no time). */
+static void sharer_in_fill(grp *g)
+{
+	sharer *r = &the_sharer;
+	(void)g;
+	if (r->started)
+		return;
+	r->started = true;
+	atomic_init(&r->done, 0);
+	r->waits0 = info_of(r->l).group_entry_waits;
+	assert_int_equal(pthread_create(&r->th, NULL, sharer_main, r), 0);
+	while (!atomic_load(&r->done) && info_of(r->l).group_entry_waits == r->waits0)
+		sched_yield();
+}
+
+/* Run the race of part 0 of a 1-part group "h" against the sharer: a first group writes the part,
+ * the second (value 'Z') races. Returns the part's address; *other: the sharer's record's. */
+static uint64_t race_run(gf *f, grp *g, int kind, const char *pkey, const hlog_key *other_key, uint64_t *other)
+{
+	grp_init(g, "h", 1, 40);
+	assert_int_equal(grp_run(f, g), HLOG_OK);
+	memset(&the_sharer, 0, sizeof(the_sharer));
+	the_sharer.l = f->l;
+	the_sharer.kind = kind;
+	snprintf(the_sharer.pkey, sizeof(the_sharer.pkey), "%s", pkey ? pkey : "");
+	g->in_fill = sharer_in_fill;
+	g->pvals[0][0] = 'Z';
+	assert_int_equal(grp_run(f, g), HLOG_OK);
+	assert_true(the_sharer.started);
+	assert_int_equal(pthread_join(the_sharer.th, NULL), 0);
+	assert_int_equal(the_sharer.rc, HLOG_OK);
+	got x;
+	assert_int_equal(gf_read(f, &g->parts[0].key, &x), HLOG_OK);
+	assert_int_equal(x.v[0], 'Z');
+	uint64_t a = x.addr;
+	assert_int_equal(gf_read(f, other_key, &x), HLOG_OK);
+	*other = x.addr;
+	return a;
+}
+
+/* The path ran: the other write was refused while the group held the entry. Asserted last, so that
+ * without the locks a test fails on what the race did. */
+static void race_check_waited(gf *f)
+{
+	uint64_t waits = info_of(f->l).group_entry_waits - the_sharer.waits0;
+	print_message("group_entry_waits: %llu\n", (unsigned long long)waits);
+	assert_true(waits >= 1);
+}
+
+/* An internal key sharing the entry of "h|b0" (same tag and low 16 hash bits: found by search). */
+#define COLLIDE_PART "c1404569566"
+
+static void collide_check(gf *f, const hlog_key *k)
+{
+	hlog_key p0;
+	hlog_key_init_internal(&p0, "h|b0", 4);
+	hidx_table *t = hidx_cur(f->l->idx);
+	assert_int_equal(hidx_tag_of(k->hash), hidx_tag_of(p0.hash));
+	assert_int_equal(hidx_bucket_no(t, k->hash), hidx_bucket_no(t, p0.hash));
+	assert_int_equal(hidx_entry_stripe(k->hash), hidx_entry_stripe(p0.hash));
 }
 
 static void test_group_part_chain_stays_below_its_address_when_a_key_sharing_its_entry_is_written(void **state)
 {
-	if (!getenv("SPW_KNOWN_BUGS"))
-		skip();
 	gf *f = gf_open(state, false, 64 * PAGE, 50);
-	collide_l = f->l;
 	grp g;
-	grp_init(&g, "h", 1, 40);
 	hlog_key k2;
-	hlog_key_init(&k2, "k42603767", 9);
-	hidx_table *t = hidx_cur(f->l->idx);
-	assert_int_equal(hidx_tag_of(k2.hash), hidx_tag_of(g.parts[0].key.hash));
-	assert_int_equal(hidx_bucket_no(t, k2.hash), hidx_bucket_no(t, g.parts[0].key.hash));
-	assert_int_equal(grp_run(f, &g), HLOG_OK);
-	g.in_fill = collide_in_fill;
-	g.pvals[0][0] = 'Z';
-	assert_int_equal(grp_run(f, &g), HLOG_OK);
-	got x;
-	assert_int_equal(gf_read(f, &g.parts[0].key, &x), HLOG_OK);
-	assert_int_equal(x.v[0], 'Z');
-	uint64_t a = x.addr;
-	assert_int_equal(gf_read(f, &k2, &x), HLOG_OK);
-	uint64_t k2a = x.addr;
-	log_rec *r = hlog_rec_at(f->l, a);
-	uint64_t prev = atomic_load(&r->info) & REC_PREV_MASK;
+	hlog_key_init(&k2, COLLIDE_KEY, strlen(COLLIDE_KEY));
+	collide_check(f, &k2);
+	uint64_t k2a = 0, a = race_run(f, &g, 0, NULL, &k2, &k2a);
+	uint64_t prev = atomic_load(&hlog_rec_at(f->l, a)->info) & REC_PREV_MASK;
 	print_message("part at %llu, its prev %llu, the other key at %llu\n", (unsigned long long)a,
 	              (unsigned long long)prev, (unsigned long long)k2a);
 	assert_true(prev < a);
+	assert_true(k2a > a);   /* the other key went on top, once the part was in */
+	assert_int_equal(atomic_load(&hlog_rec_at(f->l, k2a)->info) & REC_PREV_MASK, a);
+	assert_int_equal(hlog_key_count(f->l), 2);
+	race_check_waited(f);
+}
+
+/* Another group whose part shares the entry: its lock finds the stripe held and it starts over,
+ * counted the same way; both parts read back, every chain going down. */
+static void test_groups_whose_parts_share_an_entry_wait_for_each_other(void **state)
+{
+	gf *f = gf_open(state, false, 64 * PAGE, 50);
+	grp g;
+	hlog_key other;
+	hlog_key_init_internal(&other, COLLIDE_PART, strlen(COLLIDE_PART));
+	collide_check(f, &other);
+	uint64_t oa = 0, a = race_run(f, &g, 1, COLLIDE_PART, &other, &oa);
+	assert_true((atomic_load(&hlog_rec_at(f->l, a)->info) & REC_PREV_MASK) < a);
+	assert_true(oa > a);
+	assert_true((atomic_load(&hlog_rec_at(f->l, oa)->info) & REC_PREV_MASK) < oa);
+	hlog_key g2;
+	hlog_key_init(&g2, "g2", 2);
+	assert_int_equal(read_counter(f->s, &g2), 1);
+	race_check_waited(f);
+}
+
+/* The race with a device, then everything pushed to the device: reading the other key and the part
+ * back walks their shared chain there (chain reads), which an upward link would have made fail
+ * (pending.c refuses a previous address at or above the record's as corrupt: SPW_E_CORRUPT). */
+static void test_group_race_with_a_key_sharing_its_entry_reads_back_from_the_device(void **state)
+{
+	gf *f = gf_open(state, true, 8 * PAGE, 50);
+	grp g;
+	hlog_key k2;
+	hlog_key_init(&k2, COLLIDE_KEY, strlen(COLLIDE_KEY));
+	uint64_t k2a = 0;
+	race_run(f, &g, 0, NULL, &k2, &k2a);
+	gf_fill_to_device(f, info_of(f->l).tail);
+	hlog_info i0 = info_of(f->l);
+	got x;
+	assert_int_equal(gf_read(f, &g.parts[0].key, &x), HLOG_OK);   /* k2 first, then the part */
+	assert_int_equal(x.v[0], 'Z');
+	assert_int_equal(gf_read(f, &k2, &x), HLOG_OK);
+	assert_memory_equal(x.v, "x", 1);
+	hlog_info i1 = info_of(f->l);
+	assert_true(i1.chain_reads > i0.chain_reads);
+	assert_int_equal(i1.pending_errors, i0.pending_errors);
+	race_check_waited(f);
 }
 
 int main(void)
@@ -866,6 +990,9 @@ int main(void)
 		cmocka_unit_test_teardown(
 			test_group_part_chain_stays_below_its_address_when_a_key_sharing_its_entry_is_written,
 			gf_teardown),
+		cmocka_unit_test_teardown(test_groups_whose_parts_share_an_entry_wait_for_each_other, gf_teardown),
+		cmocka_unit_test_teardown(test_group_race_with_a_key_sharing_its_entry_reads_back_from_the_device,
+		                          gf_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
