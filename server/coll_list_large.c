@@ -44,15 +44,16 @@
  *     LSET (they read or write what they change), an estimate after LTRIM (the nodes it drops
  *     unread count by their share of the interior).
  *  8. Two keys (LMOVE, RPOPLPUSH, LMPOP) are point operations on each key, not atomic across
- *     them (cmd_list.c note 4). An element too big for one record fails with SPW_E_TOO_BIG and
- *     nothing written.
+ *     them (cmd_list.c note 4). An element past coll_list_elem.c's threshold is out of line
+ *     (a part cid | 'e' | position, written in the group of the head that first names it; its
+ *     entry a reference); one too big for one record fails with SPW_E_TOO_BIG, nothing written.
  *  9. The common push or pop stays within its end node: it is one hlog_rmw of the head whose plan
  *     works from the head it is given (no read before it, no check of bytes read: the rmw is
  *     atomic by itself, as a small list's is) and whose fill patches the head where it lies
  *     (coll/deque.c note 4: an RPUSH writes only its entries). A plan that finds the end node
  *     would fill or empty writes nothing and the general path runs (note 2).
  */
-#include "server/server_int.h"
+#include "server/coll_list_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +104,7 @@ static void bufs_destroy(void *unused)
 	free(t_offs);
 	free(t_parts);
 	free(t_keys);
+	le_bufs_trim(0);
 	t_offs = NULL;
 	t_parts = NULL;
 	t_keys = NULL;
@@ -124,6 +126,7 @@ static void bufs_enter(void)
 	for (int i = 0; buf_of(i); i++)
 		if (buf_of(i)->cap > BUF_KEEP)
 			lp_buf_free(buf_of(i));
+	le_bufs_trim(BUF_KEEP);
 }
 
 /* Room for n parts, keys and offsets (plus two). 0 or -ENOMEM. */
@@ -281,9 +284,15 @@ static int head_put(client *c, const hlog_key *k, const struct lhead *lh, const 
 	struct lplan p = { t_head.p, lh->len, val, vlen, 0 };
 	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &lplan_ops, &p, t_parts, nparts)
 	                : hlog_rmw(c->w->sess, k, &lplan_ops, &p);
-	if (rc == HLOG_OK && nparts) {
+	if (rc == HLOG_OK && nparts) {   /* the parts' kinds counted (coll_list_elem.c) */
 		c->w->stats.coll_group_writes++;
-		c->w->stats.coll_list_node_writes += nparts;
+		for (size_t i = 0; i < nparts; i++)
+			if (t_parts[i].del)
+				c->w->stats.coll_list_elem_drops++;
+			else if (t_keys[i][8] == COLL_KIND_ELEM)
+				c->w->stats.coll_list_elem_writes++;
+			else
+				c->w->stats.coll_list_node_writes++;
 	}
 	return rc;
 }
@@ -418,6 +427,50 @@ static void part_set(size_t i, uint64_t cid, uint64_t n, const uint8_t *val, siz
 	t_parts[i].del = false;
 }
 
+static int part_upsert(client *c, const uint8_t *key, size_t klen, const void *val, size_t len);
+
+/* An element part a group cannot carry (over a page): written first, alone (coll_list_elem.c
+ * note 5). 1 when it was, 0 when the group takes it, or an error. */
+static int elem_alone(client *c, uint64_t cid, uint64_t pos, const void *val, size_t len)
+{
+	uint8_t kb[DQ_NODE_KEY_BYTES];
+	if (hlog_record_bytes(sizeof(kb), len, false) <= g_cfg.page_bytes)
+		return 0;
+	dq_elem_key(kb, cid, pos);
+	int rc = part_upsert(c, kb, sizeof(kb), val, len);
+	c->w->stats.coll_list_elem_writes += rc == HLOG_OK;
+	return rc == HLOG_OK ? 1 : rc;
+}
+
+/* Part i: the element at pos out of line (val NULL: its tombstone, coll_list_elem.c note 3). */
+static void elem_set(size_t i, uint64_t cid, uint64_t pos, const uint8_t *val, size_t len)
+{
+	dq_elem_key(t_keys[i], cid, pos);
+	hlog_key_init_internal(&t_parts[i].key, t_keys[i], DQ_NODE_KEY_BYTES);
+	t_parts[i].val = val;
+	t_parts[i].len = val ? len : 0;
+	t_parts[i].del = !val;
+}
+
+/* Tombstones from part i on for the references in listpack lp (coll_list_elem.c note 3), their
+ * elements' bytes added to *bytes; *n: the parts set. 0 or -ENOMEM. */
+static int elem_drops(size_t i, uint64_t cid, const uint8_t *lp, uint64_t *bytes, size_t *n)
+{
+	uint64_t pos, len, b, nrefs = le_refs(lp, &b);
+	*n = 0;
+	if (!nrefs)
+		return 0;
+	if (arrays_reserve(i + nrefs) < 0)
+		return -ENOMEM;
+	for (const uint8_t *p = lp_first(lp); p; p = lp_next(lp, p))
+		if (dq_is_ref(p)) {
+			dq_ref_parse(p, &pos, &len);
+			elem_set(i + (*n)++, cid, pos, NULL, 0);
+		}
+	*bytes += b;
+	return 0;
+}
+
 /* A push past its end node: the window cut into nodes, the filled ones written as parts (note 2). */
 static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_list_op *o)
 {
@@ -426,14 +479,27 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	bool one = !d->right;
 	int rc;
 
-	if (buf_set(&t_tmp, lp_empty, sizeof(lp_empty)) < 0)
+	size_t need = LP_EMPTY_BYTES, at = 0, ne = 0, min = le_threshold();
+	uint64_t lo = o->left ? d->lo - n : d->lo, hi = o->left ? d->hi : d->hi + n, ebytes = 0;
+	for (uint64_t i = 0; i < n; i++)
+		need += o->elems[i].len > min ? DQ_REF_ENTRY_BYTES : o->elems[i].len + LP_ENTRY_EXTRA;
+	if (lp_buf_reserve(&t_r, need) < 0 || lp_buf_reserve(&t_tmp, need) < 0 || arrays_reserve(n) < 0)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
 		/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
 		const resp_slice *a = &o->elems[o->left ? n - 1 - i : i];
-		if (lp_append(&t_tmp, a->ptr, a->len) < 0)
-			return -ENOMEM;
+		uint64_t pos = (o->left ? lo : d->hi) + i;
+		if (a->len <= min) {
+			at += lp_entry_encode(t_r.p + at, a->ptr, a->len);
+			continue;
+		}
+		if ((rc = le_fits(a->len)) < 0)   /* coll_list_elem.c note 5 */
+			return rc;
+		at += dq_ref_encode(t_r.p + at, pos, a->len);
+		ne++;
+		ebytes += a->len;
 	}
+	t_tmp.len = dq_run(t_tmp.p, t_r.p, t_r.p + at, n);
 	const uint8_t *end = o->left || one ? d->left : d->right;
 	size_t elen = o->left || one ? d->llen : d->rlen;
 	if (coll_lp_asm_begin(&t_win) < 0 ||
@@ -441,10 +507,9 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	    coll_lp_asm_add(&t_win, o->left ? end : t_tmp.p, o->left ? elen : t_tmp.len) < 0)
 		return -ENOMEM;
 	coll_lp_asm_end(&t_win, n + lp_count(end));
-	uint64_t lo = o->left ? d->lo - n : d->lo, hi = o->left ? d->hi : d->hi + n;
 	uint64_t wlo = o->left ? lo : one ? d->lo : dq_last_node(d) * c_;
 	uint64_t nodes = dq_split_nodes(wlo, n + lp_count(end), d->c);
-	if ((rc = arrays_reserve(nodes + 1)) < 0)
+	if ((rc = arrays_reserve(nodes + 1 + ne)) < 0)
 		return rc;
 	long nn = 1;
 	if (nodes == 1) {   /* the common case: within the end node, no cut (no walk of its entries) */
@@ -455,9 +520,19 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	} else if ((nn = dq_split(t_win.p, wlo, d->c, &t_cut, t_offs)) < 0) {
 		return (int)nn;
 	}
-	uint64_t w0 = wlo / c_, nlo = lo / c_, nhi = (hi - 1) / c_, mbytes = lh->h.mbytes;
+	uint64_t w0 = wlo / c_, nlo = lo / c_, nhi = (hi - 1) / c_, mbytes = lh->h.mbytes + ebytes;
 	const uint8_t *l = d->left, *r = nhi == nlo ? NULL : d->right;
 	size_t llen = d->llen, rlen = d->rlen, np = 0;
+	for (uint64_t i = 0; ne && i < n; i++) {   /* the elements out of line, in the group */
+		const resp_slice *a = &o->elems[o->left ? n - 1 - i : i];
+		uint64_t pos = (o->left ? lo : d->hi) + i;
+		if (a->len <= min)
+			continue;
+		if ((rc = elem_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0)
+			return rc;
+		if (!rc)
+			elem_set(np++, lh->h.cid, pos, (const uint8_t *)a->ptr, a->len);
+	}
 	for (long j = 0; j < nn; j++) {
 		uint64_t node = w0 + (uint64_t)j;
 		const uint8_t *p = t_cut.p + t_offs[j];
@@ -524,17 +599,22 @@ static int op_pop(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 		return -ENOMEM;
 	t_res.len = dq_run(t_res.p, pa, pe, kk);
 	t_cut.len = dq_run(t_cut.p, ra, re, wn - kk);
+	size_t ne = 0;   /* the popped references' tombstones, then the elements for the reply */
+	if (lo != hi && (rc = elem_drops(0, lh->h.cid, t_res.p, &pbytes, &ne)) < 0)
+		return rc;
+	if ((rc = le_resolve(c, lh->h.cid, &t_res)) != HLOG_OK)
+		return rc;
 	uint64_t mbytes = lh->h.mbytes >= pbytes ? lh->h.mbytes - pbytes : 0;
 	if (lo == hi)
 		rc = head_put(c, k, lh, NULL, 0, 0);
 	else if (o->left)
 		rc = lo / c_ == dq_last_node(d)
-		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, 0)
-		         : head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, d->right, d->rlen, mbytes, 0);
+		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, ne)
+		         : head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, d->right, d->rlen, mbytes, ne);
 	else
 		rc = (hi - 1) / c_ == dq_first_node(d)
-		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, 0)
-		         : head_compose(c, k, lh, lo, hi, d->left, d->llen, t_cut.p, t_cut.len, mbytes, 0);
+		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, ne)
+		         : head_compose(c, k, lh, lo, hi, d->left, d->llen, t_cut.p, t_cut.len, mbytes, ne);
 	if (rc == HLOG_OK) {
 		o->n = (long)kk;
 		o->popped = t_res.p;
@@ -557,29 +637,46 @@ static int op_set(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 	uint64_t pos = d->lo + (uint64_t)idx, n = pos / d->c;
 	if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK)
 		return rc;
-	if (buf_set(&t_set, p, len) < 0 ||
-	    lp_buf_reserve(&t_set, len + o->val->len + LIST_ENTRY_EXTRA) < 0)
-		return -ENOMEM;
-	if ((rc = list_set(&t_set, (long)(pos - window_start(lh, n)), o->val->ptr, o->val->len)) < 0)
+	const uint8_t *at = dq_skip(p, lp_first(p), pos - window_start(lh, n));
+	const resp_slice *v = o->val;
+	bool big = v->len > le_threshold();   /* out of line (coll_list_elem.c note 3) */
+	uint64_t mb = lh->h.mbytes, opos, olen;
+	size_t np = 0, elen;
+	if (!at)
+		return SPW_E_CORRUPT;
+	if (big && (rc = le_fits(v->len)) < 0)
 		return rc;
+	if (lp_buf_reserve(&t_r, v->len + LP_ENTRY_EXTRA + DQ_REF_ENTRY_BYTES) < 0 || arrays_reserve(3) < 0)
+		return -ENOMEM;
+	elen = big ? dq_ref_encode(t_r.p, pos, v->len) : lp_entry_encode(t_r.p, v->ptr, v->len);
+	if (dq_is_ref(at)) {
+		dq_ref_parse(at, &opos, &olen);
+		mb -= olen;
+		if (!big)
+			elem_set(np++, lh->h.cid, pos, NULL, 0);
+	}
+	if (big && (rc = elem_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0)
+		return rc;
+	if (big && !rc)
+		elem_set(np++, lh->h.cid, pos, (const uint8_t *)v->ptr, v->len);
+	mb += big ? v->len : 0;
+	if (lp_buf_reserve(&t_set, len + elen) < 0)
+		return -ENOMEM;
+	t_set.len = dq_replace(t_set.p, p, at, t_r.p, elen);
 	o->result = 1;
 	if (n == dq_first_node(d))
-		return head_compose(c, k, lh, d->lo, d->hi, t_set.p, t_set.len, d->right, d->rlen,
-		                    lh->h.mbytes, 0);
+		return head_compose(c, k, lh, d->lo, d->hi, t_set.p, t_set.len, d->right, d->rlen, mb, np);
 	if (n == dq_last_node(d))
-		return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, t_set.p, t_set.len,
-		                    lh->h.mbytes, 0);
-	if ((rc = arrays_reserve(1)) < 0)
-		return rc;
-	part_set(0, lh->h.cid, n, t_set.p, t_set.len);
-	if (t_set.len == len) {   /* the head unchanged: the part alone */
+		return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, t_set.p, t_set.len, mb, np);
+	part_set(np, lh->h.cid, n, t_set.p, t_set.len);
+	if (t_set.len == len && !np) {   /* the head unchanged: the part alone */
 		rc = hlog_upsert_typed(c->w->sess, &t_parts[0].key, t_set.p, t_set.len, HLOG_NO_EXPIRY,
 		                       HLOG_T_PART);
 		c->w->stats.coll_list_node_writes += rc == HLOG_OK;
 		return rc;
 	}
 	return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, d->right, d->rlen,
-	                    lh->h.mbytes - len + t_set.len, 1);
+	                    mb - len + t_set.len, np + 1);
 }
 
 /* LTRIM: lo and hi move, the two new end nodes are copied into the head (note 2; mbytes: note 7). */
@@ -665,20 +762,34 @@ static int write_large(client *c, const hlog_key *k, const struct lhead *lh, con
 {
 	coll_head h = { COLL_LIST, CENC_QUICKLIST, cid_new(), 0, 0, 0, 0 };
 	uint64_t n = lp_count(out);
-	uint32_t cc = dq_choose_c(lp_bytes(out), n, RECORD_MAX);
-	uint64_t lo = (DQ_POS_START / cc) * cc, nodes = dq_split_nodes(lo, n, cc);
 	uint8_t rk[COLL_REGISTRY_KEY_BYTES], kb[DQ_NODE_KEY_BYTES];
+	le_part *ep;
+	size_t ne;
 	int rc;
 
+	/* C from the bytes with the long elements out of line: outline at a trial lo first. */
+	if ((rc = le_outline(out, DQ_POS_START, &t_r, &ep, &ne)) < 0)
+		return rc;
+	uint32_t cc = dq_choose_c(t_r.len, n, RECORD_MAX);
+	uint64_t lo = (DQ_POS_START / cc) * cc, nodes = dq_split_nodes(lo, n, cc);
+	if (ne && (rc = le_outline(out, lo, &t_r, &ep, &ne)) < 0)
+		return rc;
 	if ((rc = arrays_reserve(nodes + 1)) < 0)
 		return rc;
-	long nn = dq_split(out, lo, cc, &t_cut, t_offs);
+	long nn = dq_split(t_r.p, lo, cc, &t_cut, t_offs);
 	if (nn < 0)
 		return (int)nn;
 	coll_registry_key(rk, h.cid);
 	if ((rc = part_upsert(c, rk, sizeof(rk), k->ptr, k->len)) != HLOG_OK)
 		return rc;
 	h.mbytes = k->len;
+	for (size_t j = 0; j < ne; j++) {   /* before the head, as the nodes (note 6) */
+		dq_elem_key(kb, h.cid, ep[j].pos);
+		if ((rc = part_upsert(c, kb, sizeof(kb), ep[j].val, ep[j].len)) != HLOG_OK)
+			return rc;
+		h.mbytes += ep[j].len;
+		c->w->stats.coll_list_elem_writes++;
+	}
 	for (long j = 1; j + 1 < nn; j++) {
 		size_t len = t_offs[j + 1] - t_offs[j];
 		dq_node_key(kb, h.cid, lo / cc + (uint64_t)j);
@@ -729,7 +840,8 @@ static int whole_rmw(client *c, const hlog_key *k, const struct lhead *lh, coll_
 	size_t len;
 	uint64_t pbytes;
 	int rc;
-	if ((rc = window_load(c, lh, dq_first_node(&lh->d), dq_last_node(&lh->d), &pbytes)) != HLOG_OK)
+	if ((rc = window_load(c, lh, dq_first_node(&lh->d), dq_last_node(&lh->d), &pbytes)) != HLOG_OK ||
+	    (rc = le_resolve(c, lh->h.cid, &t_win)) != HLOG_OK)
 		return rc;
 	coll_view view = { COLL_LIST, lh->h.enc, t_win.p, t_win.len, (int64_t)lh->h.count, NULL };
 	c->w->stats.coll_list_whole++;
@@ -756,7 +868,7 @@ static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	struct fast *f = ctx;
 	coll_list_op *o = f->o;
-	const uint8_t *a, *end;
+	const uint8_t *a = NULL, *end = NULL;
 	coll_head h;
 	dq_head d;
 
@@ -779,6 +891,11 @@ static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 		f->slow = true;
 		return 0;
 	}
+	for (const uint8_t *q = a; o->op == COLL_LIST_POP && q < end; q += lp_entry_size(q))
+		if (dq_is_ref(q)) {   /* a popped reference: its tombstone goes in op_pop's group */
+			f->slow = true;
+			return 0;
+		}
 	if (o->op == COLL_LIST_POP) {   /* the popped entries, copied out for the reply */
 		if (lp_buf_reserve(&t_res, (size_t)(end - a) + LP_EMPTY_BYTES) < 0)
 			return -ENOMEM;
@@ -813,8 +930,13 @@ static int fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow)
 	size_t at = 0;
 	if (o->op == COLL_LIST_PUSH) {
 		size_t need = 0;
-		for (int i = 0; i < o->nelems; i++)
+		for (int i = 0; i < o->nelems; i++) {
 			need += o->elems[i].len + LP_ENTRY_EXTRA;
+			if (o->elems[i].len > le_threshold()) {   /* out of line: op_push's group */
+				*slow = true;
+				return HLOG_OK;
+			}
+		}
 		if (lp_buf_reserve(&t_tmp, need ? need : 1) < 0)
 			return -ENOMEM;
 		for (int i = 0; i < o->nelems; i++) {
@@ -940,16 +1062,20 @@ static int point_read(client *c, const struct lhead *lh, const coll_hint *hint)
 		if (idx < 0 || idx >= cnt)
 			return buf_set(&t_res, lp_empty, sizeof(lp_empty));
 		uint64_t pos = d->lo + (uint64_t)idx, n = pos / d->c;
-		if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK)
+		if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK ||
+		    (rc = slice(&t_res, p, pos - window_start(lh, n), 1)) < 0)
 			return rc;
-		return slice(&t_res, p, pos - window_start(lh, n), 1);
+		return le_resolve(c, lh->h.cid, &t_res);
 	}
 	if (!list_range((long)cnt, (long)hint->list_a, (long)hint->list_b, &from, &to))
 		return buf_set(&t_res, lp_empty, sizeof(lp_empty));
 	uint64_t a = (d->lo + (uint64_t)from) / d->c, b = (d->lo + (uint64_t)to) / d->c;
 	if ((rc = window_load(c, lh, a, b, &pbytes)) != HLOG_OK)
 		return rc;
-	return slice(&t_res, t_win.p, d->lo + (uint64_t)from - window_start(lh, a), (uint64_t)(to - from + 1));
+	if ((rc = slice(&t_res, t_win.p, d->lo + (uint64_t)from - window_start(lh, a),
+	                (uint64_t)(to - from + 1))) < 0)
+		return rc;
+	return le_resolve(c, lh->h.cid, &t_res);
 }
 
 /* A read of a large list: COLL_HINT_LIST (note 3), else the whole list in order. */
@@ -978,7 +1104,8 @@ int coll_list_large_read(client *c, const hlog_key *k, int type, const coll_hint
 		fn(ctx, &view, &hv);
 		goto out;
 	}
-	if ((rc = window_load(c, &lh, dq_first_node(&lh.d), dq_last_node(&lh.d), &pbytes)) != HLOG_OK)
+	if ((rc = window_load(c, &lh, dq_first_node(&lh.d), dq_last_node(&lh.d), &pbytes)) != HLOG_OK ||
+	    (rc = le_resolve(c, lh.h.cid, &t_win)) != HLOG_OK)
 		goto out;
 	c->w->stats.coll_list_whole++;
 	c->w->stats.coll_whole_reads++;
@@ -993,5 +1120,7 @@ out:
 
 bool coll_list_part_live(const uint8_t *head, size_t len, int kind, uint64_t n)
 {
+	if (kind == COLL_KIND_ELEM)
+		return dq_elem_live(head, len, n);
 	return kind != COLL_KIND_NODE || dq_part_live(head, len, n);
 }
