@@ -206,3 +206,38 @@ int le_outline(const uint8_t *lp, uint64_t lo, lp_buf *out, le_part **parts, siz
 	*np = k;
 	return 0;
 }
+
+int le_alone(client *c, uint64_t cid, uint64_t pos, const void *val, size_t len)
+{
+	uint8_t kb[DQ_NODE_KEY_BYTES];
+	hlog_key k;
+	if (hlog_record_bytes(sizeof(kb), len, false) <= g_cfg.page_bytes)
+		return 0;
+	elem_hkey(&k, kb, cid, pos);
+	int rc = hlog_upsert_typed(c->w->sess, &k, val, len, HLOG_NO_EXPIRY, HLOG_T_PART);
+	c->w->stats.coll_list_elem_writes += rc == HLOG_OK;
+	return rc == HLOG_OK ? 1 : rc;
+}
+
+void le_part_set(hlog_group_part *p, uint8_t *key, uint64_t cid, uint64_t pos, const uint8_t *val,
+                 size_t len)
+{
+	dq_elem_key(key, cid, pos);
+	hlog_key_init_internal(&p->key, key, DQ_NODE_KEY_BYTES);
+	p->val = val;
+	p->len = val ? len : 0;
+	p->del = !val;
+}
+
+size_t le_drops(const uint8_t *lp, uint64_t cid, hlog_group_part *parts, uint8_t (*keys)[17])
+{
+	uint64_t pos, len;
+	size_t n = 0;
+	for (const uint8_t *p = lp_first(lp); p; p = lp_next(lp, p))
+		if (dq_is_ref(p)) {
+			dq_ref_parse(p, &pos, &len);
+			le_part_set(&parts[n], keys[n], cid, pos, NULL, 0);
+			n++;
+		}
+	return n;
+}

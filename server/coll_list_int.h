@@ -29,6 +29,18 @@ size_t le_refs(const uint8_t *lp, uint64_t *bytes /* out */);
  * become references, listed in *parts (*np of them; the array is the thread's, valid until the
  * next call); -ENOMEM or SPW_E_TOO_BIG (nothing listed). */
 int le_outline(const uint8_t *lp, uint64_t lo, lp_buf *out, le_part **parts, size_t *np);
+/* An element part a group cannot carry (a record over a page): written alone, before the group
+ * (note 5). 1 when it was, 0 when the group takes it, or an error. */
+int le_alone(client *c, uint64_t cid, uint64_t pos, const void *val, size_t len);
+/* Group part p (its key in key, DQ_NODE_KEY_BYTES) for the element at pos: val NULL: a tombstone. */
+void le_part_set(hlog_group_part *p, uint8_t *key, uint64_t cid, uint64_t pos, const uint8_t *val,
+                 size_t len);
+/* Tombstones for the references in lp into parts and keys (room for le_refs of them): the count. */
+size_t le_drops(const uint8_t *lp, uint64_t cid, hlog_group_part *parts, uint8_t (*keys)[17]);
+/* coll_list_fast.c: a push or pop within its end node as one hlog_rmw of the head; HLOG_OK with
+ * *slow set when the general path must run (nothing written). */
+int coll_list_fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow);
+void coll_list_fast_trim(size_t keep);
 /* Free the thread's buffers (bufs: at exit) or those past keep bytes. */
 void le_bufs_trim(size_t keep);
 

@@ -47,8 +47,8 @@
  *     them (cmd_list.c note 4). An element past coll_list_elem.c's threshold is out of line
  *     (a part cid | 'e' | position, written in the group of the head that first names it; its
  *     entry a reference); one too big for one record fails with SPW_E_TOO_BIG, nothing written.
- *  9. The common push or pop stays within its end node: it is one hlog_rmw of the head whose plan
- *     works from the head it is given (no read before it, no check of bytes read: the rmw is
+ *  9. The common push or pop stays within its end node (server/coll_list_fast.c): it is one
+ *     hlog_rmw of the head whose plan works from the head it is given (no read before it, no check of bytes read: the rmw is
  *     atomic by itself, as a small list's is) and whose fill patches the head where it lies
  *     (coll/deque.c note 4: an RPUSH writes only its entries). A plan that finds the end node
  *     would fill or empty writes nothing and the general path runs (note 2).
@@ -105,6 +105,7 @@ static void bufs_destroy(void *unused)
 	free(t_parts);
 	free(t_keys);
 	le_bufs_trim(0);
+	coll_list_fast_trim(0);
 	t_offs = NULL;
 	t_parts = NULL;
 	t_keys = NULL;
@@ -127,6 +128,7 @@ static void bufs_enter(void)
 		if (buf_of(i)->cap > BUF_KEEP)
 			lp_buf_free(buf_of(i));
 	le_bufs_trim(BUF_KEEP);
+	coll_list_fast_trim(BUF_KEEP);
 }
 
 /* Room for n parts, keys and offsets (plus two). 0 or -ENOMEM. */
@@ -427,46 +429,20 @@ static void part_set(size_t i, uint64_t cid, uint64_t n, const uint8_t *val, siz
 	t_parts[i].del = false;
 }
 
-static int part_upsert(client *c, const uint8_t *key, size_t klen, const void *val, size_t len);
-
-/* An element part a group cannot carry (over a page): written first, alone (coll_list_elem.c
- * note 5). 1 when it was, 0 when the group takes it, or an error. */
-static int elem_alone(client *c, uint64_t cid, uint64_t pos, const void *val, size_t len)
-{
-	uint8_t kb[DQ_NODE_KEY_BYTES];
-	if (hlog_record_bytes(sizeof(kb), len, false) <= g_cfg.page_bytes)
-		return 0;
-	dq_elem_key(kb, cid, pos);
-	int rc = part_upsert(c, kb, sizeof(kb), val, len);
-	c->w->stats.coll_list_elem_writes += rc == HLOG_OK;
-	return rc == HLOG_OK ? 1 : rc;
-}
-
 /* Part i: the element at pos out of line (val NULL: its tombstone, coll_list_elem.c note 3). */
 static void elem_set(size_t i, uint64_t cid, uint64_t pos, const uint8_t *val, size_t len)
 {
-	dq_elem_key(t_keys[i], cid, pos);
-	hlog_key_init_internal(&t_parts[i].key, t_keys[i], DQ_NODE_KEY_BYTES);
-	t_parts[i].val = val;
-	t_parts[i].len = val ? len : 0;
-	t_parts[i].del = !val;
+	le_part_set(&t_parts[i], t_keys[i], cid, pos, val, len);
 }
 
-/* Tombstones from part i on for the references in listpack lp (coll_list_elem.c note 3), their
- * elements' bytes added to *bytes; *n: the parts set. 0 or -ENOMEM. */
+/* Tombstones from part i on for the references in lp, their elements' bytes added to *bytes. */
 static int elem_drops(size_t i, uint64_t cid, const uint8_t *lp, uint64_t *bytes, size_t *n)
 {
-	uint64_t pos, len, b, nrefs = le_refs(lp, &b);
+	uint64_t b, nrefs = le_refs(lp, &b);
 	*n = 0;
-	if (!nrefs)
-		return 0;
-	if (arrays_reserve(i + nrefs) < 0)
+	if (nrefs && arrays_reserve(i + nrefs) < 0)
 		return -ENOMEM;
-	for (const uint8_t *p = lp_first(lp); p; p = lp_next(lp, p))
-		if (dq_is_ref(p)) {
-			dq_ref_parse(p, &pos, &len);
-			elem_set(i + (*n)++, cid, pos, NULL, 0);
-		}
+	*n = le_drops(lp, cid, t_parts + i, t_keys + i);
 	*bytes += b;
 	return 0;
 }
@@ -528,7 +504,7 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 		uint64_t pos = (o->left ? lo : d->hi) + i;
 		if (a->len <= min)
 			continue;
-		if ((rc = elem_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0)
+		if ((rc = le_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0)
 			return rc;
 		if (!rc)
 			elem_set(np++, lh->h.cid, pos, (const uint8_t *)a->ptr, a->len);
@@ -655,7 +631,7 @@ static int op_set(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 		if (!big)
 			elem_set(np++, lh->h.cid, pos, NULL, 0);
 	}
-	if (big && (rc = elem_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0)
+	if (big && (rc = le_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0)
 		return rc;
 	if (big && !rc)
 		elem_set(np++, lh->h.cid, pos, (const uint8_t *)v->ptr, v->len);
@@ -853,109 +829,6 @@ static int whole_rmw(client *c, const hlog_key *k, const struct lhead *lh, coll_
 	return write_afresh(c, k, e, lh, out, len);
 }
 
-/* ---------------- within an end node: one hlog_rmw (note 9) ---------------- */
-
-struct fast {
-	coll_list_op *o;
-	uint32_t n;               /* PUSH: entries in t_tmp (encoded, no listpack header) */
-	dq_end_edit ed;
-	size_t new_len;
-	bool slow;                /* out: the general path must run (nothing written) */
-};
-
-/* Note 9: plan from the head itself; a push or pop that leaves its end node sets slow. */
-static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
-{
-	struct fast *f = ctx;
-	coll_list_op *o = f->o;
-	const uint8_t *a = NULL, *end = NULL;
-	coll_head h;
-	dq_head d;
-
-	out->action = HLOG_RMW_KEEP;
-	f->slow = false;
-	if (!old || old->rtype != HLOG_T_HEAD || !coll_is_large(old->ptr, old->len) ||
-	    !coll_large_parse(old->ptr, old->len, &h) || h.type != COLL_LIST)
-		return COLL_E_RESTART;   /* changed since coll.c met it: run again on what is there */
-	if (!dq_parse(old->ptr, old->len, &d))
-		return SPW_E_CORRUPT;
-	if (o->op == COLL_LIST_POP && o->a <= 0) {
-		o->n = 0;
-		o->popped = lp_empty;
-		return 0;
-	}
-	int rc = o->op == COLL_LIST_PUSH
-	             ? dq_end_push(old->ptr, &d, o->left, t_tmp.p, t_tmp.len, f->n, &f->ed)
-	             : dq_end_pop(old->ptr, &d, o->left, (uint64_t)o->a, &f->ed, &a, &end);
-	if (rc) {
-		f->slow = true;
-		return 0;
-	}
-	for (const uint8_t *q = a; o->op == COLL_LIST_POP && q < end; q += lp_entry_size(q))
-		if (dq_is_ref(q)) {   /* a popped reference: its tombstone goes in op_pop's group */
-			f->slow = true;
-			return 0;
-		}
-	if (o->op == COLL_LIST_POP) {   /* the popped entries, copied out for the reply */
-		if (lp_buf_reserve(&t_res, (size_t)(end - a) + LP_EMPTY_BYTES) < 0)
-			return -ENOMEM;
-		t_res.len = dq_run(t_res.p, a, end, (uint64_t)o->a);
-		o->n = (long)o->a;
-		o->popped = t_res.p;
-	}
-	o->len = (long long)(f->ed.hi - f->ed.lo);
-	f->new_len = coll_value_len(f->ed.new_end - COLL_HDR, old->len);
-	out->action = HLOG_RMW_WRITE;
-	out->rtype = HLOG_T_HEAD;
-	out->new_len = f->new_len;
-	out->expire_ms = old->expire_ms;
-	return 0;
-}
-
-static void fast_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
-{
-	struct fast *f = ctx;
-	dq_end_apply(&f->ed, old->ptr, dst, in_place);
-	if (!in_place)
-		memset(dst + f->ed.new_end, 0, f->new_len - f->ed.new_end);
-}
-
-static const hlog_rmw_ops fast_ops = { fast_plan, fast_fill };
-
-/* Note 9: a push or pop that stays within its end node, as one hlog_rmw of the head planned from
- * the head itself. HLOG_OK with *slow set when the general path must run. */
-static int fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow)
-{
-	struct fast f = { .o = o };
-	size_t at = 0;
-	if (o->op == COLL_LIST_PUSH) {
-		size_t need = 0;
-		for (int i = 0; i < o->nelems; i++) {
-			need += o->elems[i].len + LP_ENTRY_EXTRA;
-			if (o->elems[i].len > le_threshold()) {   /* out of line: op_push's group */
-				*slow = true;
-				return HLOG_OK;
-			}
-		}
-		if (lp_buf_reserve(&t_tmp, need ? need : 1) < 0)
-			return -ENOMEM;
-		for (int i = 0; i < o->nelems; i++) {
-			/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
-			const resp_slice *a = &o->elems[o->left ? o->nelems - 1 - i : i];
-			at += lp_entry_encode(t_tmp.p + at, a->ptr, a->len);
-		}
-		t_tmp.len = at;
-		f.n = (uint32_t)o->nelems;
-		if (o->nelems > (int)DQ_C_MAX) {
-			*slow = true;
-			return HLOG_OK;
-		}
-	}
-	int rc = hlog_rmw(c->w->sess, k, &fast_ops, &f);
-	*slow = rc == HLOG_OK && f.slow;
-	return rc;
-}
-
 /* A write on a large list (coll_large_rmw handed it over): the op of e->list_op, else note 5. */
 int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 {
@@ -967,7 +840,7 @@ int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	coll_latch_excl(k->hash);
 	if (o && (o->op == COLL_LIST_PUSH || o->op == COLL_LIST_POP)) {
 		bool slow = false;
-		rc = fast_rmw(c, k, o, &slow);
+		rc = coll_list_fast_rmw(c, k, o, &slow);   /* note 9: coll_list_fast.c */
 		if (!slow) {
 			e->found = rc == HLOG_OK;
 			goto done;
