@@ -51,9 +51,13 @@ static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 
 	out->action = HLOG_RMW_KEEP;
 	f->slow = false;
+	if (old && old->rtype == HLOG_T_STRING)
+		return SPW_E_WRONGTYPE;
 	if (!old || old->rtype != HLOG_T_HEAD || !coll_is_large(old->ptr, old->len) ||
-	    !coll_large_parse(old->ptr, old->len, &h) || h.type != COLL_LIST)
+	    !coll_large_parse(old->ptr, old->len, &h))
 		return COLL_E_RESTART;   /* changed since coll.c met it: run again on what is there */
+	if (h.type != COLL_LIST)   /* coll_large_rmw hands a list command over before any check */
+		return SPW_E_WRONGTYPE;
 	if (!dq_parse(old->ptr, old->len, &d))
 		return SPW_E_CORRUPT;
 	if (o->op == COLL_LIST_POP && o->a <= 0) {
