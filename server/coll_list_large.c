@@ -836,16 +836,18 @@ int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	coll_list_op *o = e->list_op;
 	int rc;
 
-	bufs_enter();
 	coll_latch_excl(k->hash);
 	if (o && (o->op == COLL_LIST_PUSH || o->op == COLL_LIST_POP)) {
 		bool slow = false;
-		rc = coll_list_fast_rmw(c, k, o, &slow);   /* note 9: coll_list_fast.c */
+		if (!t_keyed)   /* no trim: note 9's buffers hold at most DQ_C_MAX short entries */
+			bufs_enter();
+		rc = coll_list_fast_rmw(c, k, o, &slow);
 		if (!slow) {
 			e->found = rc == HLOG_OK;
 			goto done;
 		}
 	}
+	bufs_enter();
 	rc = lhead_read(c, k, &lh);
 	if (rc == HLOG_NOTFOUND)
 		rc = COLL_E_RESTART;   /* gone since coll.c met it: run again on what is there */
@@ -880,7 +882,6 @@ int coll_list_large_convert(client *c, const hlog_key *k, coll_edit *e)
 
 	bufs_enter();
 	coll_latch_excl(k->hash);
-	lh.err = 0;
 	rc = hlog_read(c->w->sess, k, head_copy_cb, &lh);
 	if (rc == HLOG_OK && lh.err)
 		rc = lh.err;
