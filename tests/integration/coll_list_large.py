@@ -248,6 +248,17 @@ def phase_keys(r, model):
 		fail("HSET onto a large list")
 	except redis.ResponseError as ex:
 		check("WRONGTYPE" in str(ex), "WRONGTYPE on a list: %s" % ex)
+	# list commands on a large hash: coll_large_rmw hands them to the list module before any head
+	# read (the seam), which answers WRONGTYPE itself
+	r.hset("H", mapping={"f%d" % i: "v" * 20 for i in range(200)})
+	for cmd in (("LPUSH", "H", "x"), ("RPOP", "H", 2), ("LSET", "H", 0, "x"), ("LTRIM", "H", 0, 1),
+	            ("LINSERT", "H", "BEFORE", "a", "b"), ("LRANGE", "H", 0, 1), ("LMOVE", "H", "Z", "LEFT", "RIGHT")):
+		try:
+			r.execute_command(*cmd)
+			fail("%s onto a large hash" % cmd[0])
+		except redis.ResponseError as ex:
+			check("WRONGTYPE" in str(ex), "%s on a large hash: %s" % (cmd[0], ex))
+	check(r.hlen("H") == 200 and r.delete("H") == 1, "the large hash after list commands")
 	for cmd, want in [(("LSET", "L", 10 ** 9, "x"), "index out of range"), (("LSET", "nolist", 0, "x"), "no such key"),
 	                  (("LINDEX", "L", "abc"), "not an integer")]:
 		try:
