@@ -7,7 +7,7 @@ compared); a restart from a checkpoint and an AOF replay after a SIGKILL; an ele
 one record (--page 4m) failing with nothing written; compaction dropping the element parts LTRIM
 left outside [lo, hi).
 
-Run: coll_list_elems.py [Elems|Compaction] (ctest runs each class). Environment: SPW_BIN.
+Run: coll_list_elems.py [Elems|Whole|Compaction] (ctest runs each class). Environment: SPW_BIN.
 
 Notes:
  1. --page 4m, --memory 128m: a group's records must each fit a page (the 3 MB elements do, a 5 MB
@@ -165,6 +165,36 @@ class Elems(Base):
 		r = st.start()
 		self.assertGreater(info(r, "aof_replayed_records"), 0, "the AOF replayed the writes after SAVE")
 		check(self, r, ops.model)
+		self.assertEqual(st.shutdown(), 0)
+		self.done = True
+
+
+class Whole(Base):
+	def test_whole_paths_and_two_key_moves_match_redis(self):
+		"""LINSERT, LREM, LPOS, RENAME, COPY, LMOVE, RPOPLPUSH, LMPOP, DUMP / RESTORE on lists with
+		out-of-line elements: every reply as redis-server's, RESTORE of either server's DUMP."""
+		self.st = st = Store(FLAGS)
+		r = st.start()
+		self.ref = Server("redis-server", lambda port, d: [
+			"redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", d, "--daemonize", "no"])
+		ref = redis.Redis(host="127.0.0.1", port=self.ref.port, socket_timeout=60)
+		els = [b"x%d" % i if i % 3 else (b"%d" % i) * (700 + i * 50) for i in range(60)]
+		e0 = info(r, "coll_list_elem_writes")
+		cmds = [("RPUSH", b"L") + tuple(els), ("LINSERT", b"L", b"BEFORE", els[3], b"B" * 5000),
+		        ("LREM", b"L", 1, els[6]), ("LPOS", b"L", els[9]), ("RENAME", b"L", b"L2"),
+		        ("COPY", b"L2", b"L3"), ("LRANGE", b"L3", 0, -1), ("LMOVE", b"L2", b"L4", b"LEFT", b"RIGHT"),
+		        ("LMOVE", b"L2", b"L2", b"RIGHT", b"LEFT"), ("RPOPLPUSH", b"L3", b"L4"),
+		        ("LRANGE", b"L4", 0, -1), ("LRANGE", b"L2", 0, -1), ("LMPOP", 2, b"L9", b"L3", b"RIGHT", b"COUNT", 3),
+		        ("LRANGE", b"L3", 0, -1), ("LINDEX", b"L2", 4), ("LLEN", b"L2")]
+		for cmd in cmds:
+			self.assertEqual(run(r, cmd), run(ref, cmd), cmd[0])
+		self.assertGreater(info(r, "coll_list_elem_writes"), e0, "the lists were written with elements out of line")
+		want = ref.lrange(b"L2", 0, -1)
+		r.restore(b"L5", 0, r.dump(b"L2"))
+		self.assertEqual(r.lrange(b"L5", 0, -1), want)
+		r.restore(b"L6", 0, ref.dump(b"L2"))
+		self.assertEqual(r.lrange(b"L6", 0, -1), want)
 		self.assertEqual(st.shutdown(), 0)
 		self.done = True
 
