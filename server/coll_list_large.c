@@ -47,11 +47,9 @@
  *     them (cmd_list.c note 4). An element past coll_list_elem.c's threshold is out of line
  *     (a part cid | 'e' | position, written in the group of the head that first names it; its
  *     entry a reference); one too big for one record fails with SPW_E_TOO_BIG, nothing written.
- *  9. The common push or pop stays within its end node (server/coll_list_fast.c): it is one
- *     hlog_rmw of the head whose plan works from the head it is given (no read before it, no check of bytes read: the rmw is
- *     atomic by itself, as a small list's is) and whose fill patches the head where it lies
- *     (coll/deque.c note 4: an RPUSH writes only its entries). A plan that finds the end node
- *     would fill or empty writes nothing and the general path runs (note 2).
+ *  9. The common push or pop stays within its end node (server/coll_list_fast.c): one hlog_rmw
+ *     of the head planned from the head it is given, patched where it lies; a plan that finds
+ *     the end node would fill or empty writes nothing and the general path runs (note 2).
  */
 #include "server/coll_list_int.h"
 
