@@ -92,6 +92,62 @@ void dq_node_key(uint8_t *out, uint64_t cid, uint64_t n)
 	be64_write(out + 9, n);
 }
 
+static void le64_write(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+size_t dq_ref_encode(uint8_t *dst, uint64_t pos, uint64_t len)
+{
+	dst[0] = DQ_REF_MARK;
+	lp_u32_write(dst + 1, 16);
+	le64_write(dst + 5, pos);
+	le64_write(dst + 13, len);
+	dst[21] = 21;   /* backlen: the entry's bytes before it */
+	return DQ_REF_ENTRY_BYTES;
+}
+
+void dq_ref_parse(const uint8_t *e, uint64_t *pos, uint64_t *len)
+{
+	*pos = le64(e + 5);
+	*len = le64(e + 13);
+}
+
+void dq_elem_key(uint8_t *out, uint64_t cid, uint64_t pos)
+{
+	be64_write(out, cid);
+	out[8] = 'e';
+	be64_write(out + 9, pos);
+}
+
+bool dq_elem_live(const uint8_t *v, size_t len, uint64_t pos)
+{
+	dq_head d;
+	if (!dq_parse(v, len, &d))
+		return true;
+	return pos >= d.lo && pos < d.hi;
+}
+
+size_t dq_replace(uint8_t *dst, const uint8_t *lp, const uint8_t *at, const uint8_t *ent, size_t elen)
+{
+	size_t before = (size_t)(at - lp), osz = lp_entry_size(at), total = lp_bytes(lp);
+	size_t after = total - before - osz, len = total - osz + elen;
+	memcpy(dst, lp, before);
+	memcpy(dst + before, ent, elen);
+	memcpy(dst + before + elen, at + osz, after);
+	lp_u32_write(dst, (uint32_t)len);
+	return len;
+}
+
 bool dq_part_live(const uint8_t *v, size_t len, uint64_t n)
 {
 	dq_head d;

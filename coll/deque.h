@@ -60,6 +60,29 @@ size_t dq_write(uint8_t *dst, coll_head *h, uint64_t lo, uint64_t hi, uint32_t c
                 size_t llen, const uint8_t *r, size_t rlen);
 /* The internal key of node n of collection cid (DQ_NODE_KEY_BYTES). */
 void dq_node_key(uint8_t *out, uint64_t cid, uint64_t n);
+/* Out-of-line elements (server/coll_list_large.c note 10): an element past the threshold is the
+ * part cid | 'e' | position (big-endian; its value: the element's bytes) and its entry in a node
+ * is a reference: a 16-byte string written with the 32-bit string encoding (0xF0), which
+ * lp_entry_encode never gives a string that short, holding the position and the element's length
+ * (u64 each, little-endian). DQ_REF_ENTRY_BYTES: the reference entry's bytes, backlen included. */
+#define DQ_REF_ENTRY_BYTES 22u
+#define DQ_REF_MARK 0xF0u
+static inline bool dq_is_ref(const uint8_t *e)
+{
+	return e[0] == DQ_REF_MARK && e[1] == 16 && e[2] == 0 && e[3] == 0 && e[4] == 0;
+}
+/* The reference entry of the element at pos of len bytes into dst (DQ_REF_ENTRY_BYTES). */
+size_t dq_ref_encode(uint8_t *dst, uint64_t pos, uint64_t len);
+/* A reference entry's position and length. */
+void dq_ref_parse(const uint8_t *e, uint64_t *pos /* out */, uint64_t *len /* out */);
+/* The internal key of the element at pos of collection cid (DQ_NODE_KEY_BYTES). */
+void dq_elem_key(uint8_t *out, uint64_t cid, uint64_t pos);
+/* Compaction's rule for element parts: live iff its position lies in [lo, hi) (pops and LSET
+ * tombstone the ones they drop; LTRIM's lie outside). */
+bool dq_elem_live(const uint8_t *v, size_t len, uint64_t pos);
+/* Listpack lp with the entry at `at` replaced by ent (elen bytes) into dst (lp_bytes(lp) + elen
+ * bytes, not overlapping): same count. Returns its length. */
+size_t dq_replace(uint8_t *dst, const uint8_t *lp, const uint8_t *at, const uint8_t *ent, size_t elen);
 /* Compaction's rule for node parts: a node part is live iff its number lies strictly between the
  * head's end nodes (an end node lives in the head; one outside was popped or trimmed). v: the
  * owner's head value (already known to be large with the part's cid). */

@@ -831,6 +831,8 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	long n;
 	int rc;
 
+	if (e->type == COLL_LIST)   /* its own layout, which reads and checks the head itself */
+		return coll_list_large_rmw(c, k, e);
 	bufs_enter();
 	coll_latch_excl(k->hash);
 	if ((rc = head_read(c, k, &hr)) != HLOG_OK || !hr.large) {
@@ -841,9 +843,9 @@ int coll_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 		rc = SPW_E_WRONGTYPE;
 		goto out;
 	}
-	if (hr.h.type == COLL_LIST || hr.h.type == COLL_ZSET) {   /* their own layouts */
+	if (hr.h.type == COLL_ZSET) {   /* its own layout */
 		coll_latch_excl_release(k->hash);
-		return hr.h.type == COLL_LIST ? coll_list_large_rmw(c, k, e) : coll_zset_large_rmw(c, k, e);
+		return coll_zset_large_rmw(c, k, e);
 	}
 	if ((n = buckets_pick(c, &hr.h, e->hint_first, e->hint_step, e->hint_member)) < 0) {
 		rc = (int)n;

@@ -44,15 +44,14 @@
  *     LSET (they read or write what they change), an estimate after LTRIM (the nodes it drops
  *     unread count by their share of the interior).
  *  8. Two keys (LMOVE, RPOPLPUSH, LMPOP) are point operations on each key, not atomic across
- *     them (cmd_list.c note 4). An element too big for one record fails with SPW_E_TOO_BIG and
- *     nothing written.
- *  9. The common push or pop stays within its end node: it is one hlog_rmw of the head whose plan
- *     works from the head it is given (no read before it, no check of bytes read: the rmw is
- *     atomic by itself, as a small list's is) and whose fill patches the head where it lies
- *     (coll/deque.c note 4: an RPUSH writes only its entries). A plan that finds the end node
- *     would fill or empty writes nothing and the general path runs (note 2).
+ *     them (cmd_list.c note 4). An element past coll_list_elem.c's threshold is out of line
+ *     (a part cid | 'e' | position, written in the group of the head that first names it; its
+ *     entry a reference); one too big for one record fails with SPW_E_TOO_BIG, nothing written.
+ *  9. The common push or pop stays within its end node (server/coll_list_fast.c): one hlog_rmw
+ *     of the head planned from the head it is given, patched where it lies; a plan that finds
+ *     the end node would fill or empty writes nothing and the general path runs (note 2).
  */
-#include "server/server_int.h"
+#include "server/coll_list_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +102,8 @@ static void bufs_destroy(void *unused)
 	free(t_offs);
 	free(t_parts);
 	free(t_keys);
+	le_bufs_trim(0);
+	coll_list_fast_trim(0);
 	t_offs = NULL;
 	t_parts = NULL;
 	t_keys = NULL;
@@ -124,6 +125,8 @@ static void bufs_enter(void)
 	for (int i = 0; buf_of(i); i++)
 		if (buf_of(i)->cap > BUF_KEEP)
 			lp_buf_free(buf_of(i));
+	le_bufs_trim(BUF_KEEP);
+	coll_list_fast_trim(BUF_KEEP);
 }
 
 /* Room for n parts, keys and offsets (plus two). 0 or -ENOMEM. */
@@ -281,9 +284,15 @@ static int head_put(client *c, const hlog_key *k, const struct lhead *lh, const 
 	struct lplan p = { t_head.p, lh->len, val, vlen, 0 };
 	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &lplan_ops, &p, t_parts, nparts)
 	                : hlog_rmw(c->w->sess, k, &lplan_ops, &p);
-	if (rc == HLOG_OK && nparts) {
+	if (rc == HLOG_OK && nparts) {   /* the parts' kinds counted (coll_list_elem.c) */
 		c->w->stats.coll_group_writes++;
-		c->w->stats.coll_list_node_writes += nparts;
+		for (size_t i = 0; i < nparts; i++)
+			if (t_parts[i].del)
+				c->w->stats.coll_list_elem_drops++;
+			else if (t_keys[i][8] == COLL_KIND_ELEM)
+				c->w->stats.coll_list_elem_writes++;
+			else
+				c->w->stats.coll_list_node_writes++;
 	}
 	return rc;
 }
@@ -418,6 +427,24 @@ static void part_set(size_t i, uint64_t cid, uint64_t n, const uint8_t *val, siz
 	t_parts[i].del = false;
 }
 
+/* Part i: the element at pos out of line (val NULL: its tombstone, coll_list_elem.c note 3). */
+static void elem_set(size_t i, uint64_t cid, uint64_t pos, const uint8_t *val, size_t len)
+{
+	le_part_set(&t_parts[i], t_keys[i], cid, pos, val, len);
+}
+
+/* Tombstones from part i on for the references in lp, their elements' bytes added to *bytes. */
+static int elem_drops(size_t i, uint64_t cid, const uint8_t *lp, uint64_t *bytes, size_t *n)
+{
+	uint64_t b, nrefs = le_refs(lp, &b);
+	*n = 0;
+	if (nrefs && arrays_reserve(i + nrefs) < 0)
+		return -ENOMEM;
+	*n = le_drops(lp, cid, t_parts + i, t_keys + i);
+	*bytes += b;
+	return 0;
+}
+
 /* A push past its end node: the window cut into nodes, the filled ones written as parts (note 2). */
 static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_list_op *o)
 {
@@ -426,14 +453,27 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	bool one = !d->right;
 	int rc;
 
-	if (buf_set(&t_tmp, lp_empty, sizeof(lp_empty)) < 0)
+	size_t need = LP_EMPTY_BYTES, at = 0, ne = 0, min = le_threshold();
+	uint64_t lo = o->left ? d->lo - n : d->lo, hi = o->left ? d->hi : d->hi + n, ebytes = 0;
+	for (uint64_t i = 0; i < n; i++)
+		need += o->elems[i].len > min ? DQ_REF_ENTRY_BYTES : o->elems[i].len + LP_ENTRY_EXTRA;
+	if (lp_buf_reserve(&t_r, need) < 0 || lp_buf_reserve(&t_tmp, need) < 0 || arrays_reserve(n) < 0)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
 		/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
 		const resp_slice *a = &o->elems[o->left ? n - 1 - i : i];
-		if (lp_append(&t_tmp, a->ptr, a->len) < 0)
-			return -ENOMEM;
+		uint64_t pos = (o->left ? lo : d->hi) + i;
+		if (a->len <= min) {
+			at += lp_entry_encode(t_r.p + at, a->ptr, a->len);
+			continue;
+		}
+		if ((rc = le_fits(a->len)) < 0)   /* coll_list_elem.c note 5 */
+			return rc;
+		at += dq_ref_encode(t_r.p + at, pos, a->len);
+		ne++;
+		ebytes += a->len;
 	}
+	t_tmp.len = dq_run(t_tmp.p, t_r.p, t_r.p + at, n);
 	const uint8_t *end = o->left || one ? d->left : d->right;
 	size_t elen = o->left || one ? d->llen : d->rlen;
 	if (coll_lp_asm_begin(&t_win) < 0 ||
@@ -441,10 +481,9 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	    coll_lp_asm_add(&t_win, o->left ? end : t_tmp.p, o->left ? elen : t_tmp.len) < 0)
 		return -ENOMEM;
 	coll_lp_asm_end(&t_win, n + lp_count(end));
-	uint64_t lo = o->left ? d->lo - n : d->lo, hi = o->left ? d->hi : d->hi + n;
 	uint64_t wlo = o->left ? lo : one ? d->lo : dq_last_node(d) * c_;
 	uint64_t nodes = dq_split_nodes(wlo, n + lp_count(end), d->c);
-	if ((rc = arrays_reserve(nodes + 1)) < 0)
+	if ((rc = arrays_reserve(nodes + 1 + ne)) < 0)
 		return rc;
 	long nn = 1;
 	if (nodes == 1) {   /* the common case: within the end node, no cut (no walk of its entries) */
@@ -455,9 +494,19 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 	} else if ((nn = dq_split(t_win.p, wlo, d->c, &t_cut, t_offs)) < 0) {
 		return (int)nn;
 	}
-	uint64_t w0 = wlo / c_, nlo = lo / c_, nhi = (hi - 1) / c_, mbytes = lh->h.mbytes;
+	uint64_t w0 = wlo / c_, nlo = lo / c_, nhi = (hi - 1) / c_, mbytes = lh->h.mbytes + ebytes;
 	const uint8_t *l = d->left, *r = nhi == nlo ? NULL : d->right;
 	size_t llen = d->llen, rlen = d->rlen, np = 0;
+	for (uint64_t i = 0; ne && i < n; i++) {   /* the elements out of line, in the group */
+		const resp_slice *a = &o->elems[o->left ? n - 1 - i : i];
+		uint64_t pos = (o->left ? lo : d->hi) + i;
+		if (a->len <= min)
+			continue;
+		if ((rc = le_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0)
+			return rc;
+		if (!rc)
+			elem_set(np++, lh->h.cid, pos, (const uint8_t *)a->ptr, a->len);
+	}
 	for (long j = 0; j < nn; j++) {
 		uint64_t node = w0 + (uint64_t)j;
 		const uint8_t *p = t_cut.p + t_offs[j];
@@ -524,17 +573,22 @@ static int op_pop(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 		return -ENOMEM;
 	t_res.len = dq_run(t_res.p, pa, pe, kk);
 	t_cut.len = dq_run(t_cut.p, ra, re, wn - kk);
+	size_t ne = 0;   /* the popped references' tombstones, then the elements for the reply */
+	if (lo != hi && (rc = elem_drops(0, lh->h.cid, t_res.p, &pbytes, &ne)) < 0)
+		return rc;
+	if ((rc = le_resolve(c, lh->h.cid, &t_res)) != HLOG_OK)
+		return rc;
 	uint64_t mbytes = lh->h.mbytes >= pbytes ? lh->h.mbytes - pbytes : 0;
 	if (lo == hi)
 		rc = head_put(c, k, lh, NULL, 0, 0);
 	else if (o->left)
 		rc = lo / c_ == dq_last_node(d)
-		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, 0)
-		         : head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, d->right, d->rlen, mbytes, 0);
+		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, ne)
+		         : head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, d->right, d->rlen, mbytes, ne);
 	else
 		rc = (hi - 1) / c_ == dq_first_node(d)
-		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, 0)
-		         : head_compose(c, k, lh, lo, hi, d->left, d->llen, t_cut.p, t_cut.len, mbytes, 0);
+		         ? head_compose(c, k, lh, lo, hi, t_cut.p, t_cut.len, NULL, 0, mbytes, ne)
+		         : head_compose(c, k, lh, lo, hi, d->left, d->llen, t_cut.p, t_cut.len, mbytes, ne);
 	if (rc == HLOG_OK) {
 		o->n = (long)kk;
 		o->popped = t_res.p;
@@ -557,29 +611,46 @@ static int op_set(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 	uint64_t pos = d->lo + (uint64_t)idx, n = pos / d->c;
 	if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK)
 		return rc;
-	if (buf_set(&t_set, p, len) < 0 ||
-	    lp_buf_reserve(&t_set, len + o->val->len + LIST_ENTRY_EXTRA) < 0)
-		return -ENOMEM;
-	if ((rc = list_set(&t_set, (long)(pos - window_start(lh, n)), o->val->ptr, o->val->len)) < 0)
+	const uint8_t *at = dq_skip(p, lp_first(p), pos - window_start(lh, n));
+	const resp_slice *v = o->val;
+	bool big = v->len > le_threshold();   /* out of line (coll_list_elem.c note 3) */
+	uint64_t mb = lh->h.mbytes, opos, olen;
+	size_t np = 0, elen;
+	if (!at)
+		return SPW_E_CORRUPT;
+	if (big && (rc = le_fits(v->len)) < 0)
 		return rc;
+	if (lp_buf_reserve(&t_r, v->len + LP_ENTRY_EXTRA + DQ_REF_ENTRY_BYTES) < 0 || arrays_reserve(3) < 0)
+		return -ENOMEM;
+	elen = big ? dq_ref_encode(t_r.p, pos, v->len) : lp_entry_encode(t_r.p, v->ptr, v->len);
+	if (dq_is_ref(at)) {
+		dq_ref_parse(at, &opos, &olen);
+		mb -= olen;
+		if (!big)
+			elem_set(np++, lh->h.cid, pos, NULL, 0);
+	}
+	if (big && (rc = le_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0)
+		return rc;
+	if (big && !rc)
+		elem_set(np++, lh->h.cid, pos, (const uint8_t *)v->ptr, v->len);
+	mb += big ? v->len : 0;
+	if (lp_buf_reserve(&t_set, len + elen) < 0)
+		return -ENOMEM;
+	t_set.len = dq_replace(t_set.p, p, at, t_r.p, elen);
 	o->result = 1;
 	if (n == dq_first_node(d))
-		return head_compose(c, k, lh, d->lo, d->hi, t_set.p, t_set.len, d->right, d->rlen,
-		                    lh->h.mbytes, 0);
+		return head_compose(c, k, lh, d->lo, d->hi, t_set.p, t_set.len, d->right, d->rlen, mb, np);
 	if (n == dq_last_node(d))
-		return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, t_set.p, t_set.len,
-		                    lh->h.mbytes, 0);
-	if ((rc = arrays_reserve(1)) < 0)
-		return rc;
-	part_set(0, lh->h.cid, n, t_set.p, t_set.len);
-	if (t_set.len == len) {   /* the head unchanged: the part alone */
+		return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, t_set.p, t_set.len, mb, np);
+	part_set(np, lh->h.cid, n, t_set.p, t_set.len);
+	if (t_set.len == len && !np) {   /* the head unchanged: the part alone */
 		rc = hlog_upsert_typed(c->w->sess, &t_parts[0].key, t_set.p, t_set.len, HLOG_NO_EXPIRY,
 		                       HLOG_T_PART);
 		c->w->stats.coll_list_node_writes += rc == HLOG_OK;
 		return rc;
 	}
 	return head_compose(c, k, lh, d->lo, d->hi, d->left, d->llen, d->right, d->rlen,
-	                    lh->h.mbytes - len + t_set.len, 1);
+	                    mb - len + t_set.len, np + 1);
 }
 
 /* LTRIM: lo and hi move, the two new end nodes are copied into the head (note 2; mbytes: note 7). */
@@ -665,20 +736,34 @@ static int write_large(client *c, const hlog_key *k, const struct lhead *lh, con
 {
 	coll_head h = { COLL_LIST, CENC_QUICKLIST, cid_new(), 0, 0, 0, 0 };
 	uint64_t n = lp_count(out);
-	uint32_t cc = dq_choose_c(lp_bytes(out), n, RECORD_MAX);
-	uint64_t lo = (DQ_POS_START / cc) * cc, nodes = dq_split_nodes(lo, n, cc);
 	uint8_t rk[COLL_REGISTRY_KEY_BYTES], kb[DQ_NODE_KEY_BYTES];
+	le_part *ep;
+	size_t ne;
 	int rc;
 
+	/* C from the bytes with the long elements out of line: outline at a trial lo first. */
+	if ((rc = le_outline(out, DQ_POS_START, &t_r, &ep, &ne)) < 0)
+		return rc;
+	uint32_t cc = dq_choose_c(t_r.len, n, RECORD_MAX);
+	uint64_t lo = (DQ_POS_START / cc) * cc, nodes = dq_split_nodes(lo, n, cc);
+	if (ne && (rc = le_outline(out, lo, &t_r, &ep, &ne)) < 0)
+		return rc;
 	if ((rc = arrays_reserve(nodes + 1)) < 0)
 		return rc;
-	long nn = dq_split(out, lo, cc, &t_cut, t_offs);
+	long nn = dq_split(t_r.p, lo, cc, &t_cut, t_offs);
 	if (nn < 0)
 		return (int)nn;
 	coll_registry_key(rk, h.cid);
 	if ((rc = part_upsert(c, rk, sizeof(rk), k->ptr, k->len)) != HLOG_OK)
 		return rc;
 	h.mbytes = k->len;
+	for (size_t j = 0; j < ne; j++) {   /* before the head, as the nodes (note 6) */
+		dq_elem_key(kb, h.cid, ep[j].pos);
+		if ((rc = part_upsert(c, kb, sizeof(kb), ep[j].val, ep[j].len)) != HLOG_OK)
+			return rc;
+		h.mbytes += ep[j].len;
+		c->w->stats.coll_list_elem_writes++;
+	}
 	for (long j = 1; j + 1 < nn; j++) {
 		size_t len = t_offs[j + 1] - t_offs[j];
 		dq_node_key(kb, h.cid, lo / cc + (uint64_t)j);
@@ -729,7 +814,8 @@ static int whole_rmw(client *c, const hlog_key *k, const struct lhead *lh, coll_
 	size_t len;
 	uint64_t pbytes;
 	int rc;
-	if ((rc = window_load(c, lh, dq_first_node(&lh->d), dq_last_node(&lh->d), &pbytes)) != HLOG_OK)
+	if ((rc = window_load(c, lh, dq_first_node(&lh->d), dq_last_node(&lh->d), &pbytes)) != HLOG_OK ||
+	    (rc = le_resolve(c, lh->h.cid, &t_win)) != HLOG_OK)
 		return rc;
 	coll_view view = { COLL_LIST, lh->h.enc, t_win.p, t_win.len, (int64_t)lh->h.count, NULL };
 	c->w->stats.coll_list_whole++;
@@ -741,99 +827,6 @@ static int whole_rmw(client *c, const hlog_key *k, const struct lhead *lh, coll_
 	return write_afresh(c, k, e, lh, out, len);
 }
 
-/* ---------------- within an end node: one hlog_rmw (note 9) ---------------- */
-
-struct fast {
-	coll_list_op *o;
-	uint32_t n;               /* PUSH: entries in t_tmp (encoded, no listpack header) */
-	dq_end_edit ed;
-	size_t new_len;
-	bool slow;                /* out: the general path must run (nothing written) */
-};
-
-/* Note 9: plan from the head itself; a push or pop that leaves its end node sets slow. */
-static int fast_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
-{
-	struct fast *f = ctx;
-	coll_list_op *o = f->o;
-	const uint8_t *a, *end;
-	coll_head h;
-	dq_head d;
-
-	out->action = HLOG_RMW_KEEP;
-	f->slow = false;
-	if (!old || old->rtype != HLOG_T_HEAD || !coll_is_large(old->ptr, old->len) ||
-	    !coll_large_parse(old->ptr, old->len, &h) || h.type != COLL_LIST)
-		return COLL_E_RESTART;   /* changed since coll.c met it: run again on what is there */
-	if (!dq_parse(old->ptr, old->len, &d))
-		return SPW_E_CORRUPT;
-	if (o->op == COLL_LIST_POP && o->a <= 0) {
-		o->n = 0;
-		o->popped = lp_empty;
-		return 0;
-	}
-	int rc = o->op == COLL_LIST_PUSH
-	             ? dq_end_push(old->ptr, &d, o->left, t_tmp.p, t_tmp.len, f->n, &f->ed)
-	             : dq_end_pop(old->ptr, &d, o->left, (uint64_t)o->a, &f->ed, &a, &end);
-	if (rc) {
-		f->slow = true;
-		return 0;
-	}
-	if (o->op == COLL_LIST_POP) {   /* the popped entries, copied out for the reply */
-		if (lp_buf_reserve(&t_res, (size_t)(end - a) + LP_EMPTY_BYTES) < 0)
-			return -ENOMEM;
-		t_res.len = dq_run(t_res.p, a, end, (uint64_t)o->a);
-		o->n = (long)o->a;
-		o->popped = t_res.p;
-	}
-	o->len = (long long)(f->ed.hi - f->ed.lo);
-	f->new_len = coll_value_len(f->ed.new_end - COLL_HDR, old->len);
-	out->action = HLOG_RMW_WRITE;
-	out->rtype = HLOG_T_HEAD;
-	out->new_len = f->new_len;
-	out->expire_ms = old->expire_ms;
-	return 0;
-}
-
-static void fast_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
-{
-	struct fast *f = ctx;
-	dq_end_apply(&f->ed, old->ptr, dst, in_place);
-	if (!in_place)
-		memset(dst + f->ed.new_end, 0, f->new_len - f->ed.new_end);
-}
-
-static const hlog_rmw_ops fast_ops = { fast_plan, fast_fill };
-
-/* Note 9: a push or pop that stays within its end node, as one hlog_rmw of the head planned from
- * the head itself. HLOG_OK with *slow set when the general path must run. */
-static int fast_rmw(client *c, const hlog_key *k, coll_list_op *o, bool *slow)
-{
-	struct fast f = { .o = o };
-	size_t at = 0;
-	if (o->op == COLL_LIST_PUSH) {
-		size_t need = 0;
-		for (int i = 0; i < o->nelems; i++)
-			need += o->elems[i].len + LP_ENTRY_EXTRA;
-		if (lp_buf_reserve(&t_tmp, need ? need : 1) < 0)
-			return -ENOMEM;
-		for (int i = 0; i < o->nelems; i++) {
-			/* LPUSH a b c leaves c b a at the head: the last argument is the first entry. */
-			const resp_slice *a = &o->elems[o->left ? o->nelems - 1 - i : i];
-			at += lp_entry_encode(t_tmp.p + at, a->ptr, a->len);
-		}
-		t_tmp.len = at;
-		f.n = (uint32_t)o->nelems;
-		if (o->nelems > (int)DQ_C_MAX) {
-			*slow = true;
-			return HLOG_OK;
-		}
-	}
-	int rc = hlog_rmw(c->w->sess, k, &fast_ops, &f);
-	*slow = rc == HLOG_OK && f.slow;
-	return rc;
-}
-
 /* A write on a large list (coll_large_rmw handed it over): the op of e->list_op, else note 5. */
 int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 {
@@ -841,16 +834,18 @@ int coll_list_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 	coll_list_op *o = e->list_op;
 	int rc;
 
-	bufs_enter();
 	coll_latch_excl(k->hash);
 	if (o && (o->op == COLL_LIST_PUSH || o->op == COLL_LIST_POP)) {
 		bool slow = false;
-		rc = fast_rmw(c, k, o, &slow);
+		if (!t_keyed)   /* no trim: note 9's buffers hold at most DQ_C_MAX short entries */
+			bufs_enter();
+		rc = coll_list_fast_rmw(c, k, o, &slow);
 		if (!slow) {
 			e->found = rc == HLOG_OK;
 			goto done;
 		}
 	}
+	bufs_enter();
 	rc = lhead_read(c, k, &lh);
 	if (rc == HLOG_NOTFOUND)
 		rc = COLL_E_RESTART;   /* gone since coll.c met it: run again on what is there */
@@ -885,7 +880,6 @@ int coll_list_large_convert(client *c, const hlog_key *k, coll_edit *e)
 
 	bufs_enter();
 	coll_latch_excl(k->hash);
-	lh.err = 0;
 	rc = hlog_read(c->w->sess, k, head_copy_cb, &lh);
 	if (rc == HLOG_OK && lh.err)
 		rc = lh.err;
@@ -940,16 +934,20 @@ static int point_read(client *c, const struct lhead *lh, const coll_hint *hint)
 		if (idx < 0 || idx >= cnt)
 			return buf_set(&t_res, lp_empty, sizeof(lp_empty));
 		uint64_t pos = d->lo + (uint64_t)idx, n = pos / d->c;
-		if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK)
+		if ((rc = nodes_prefetch(c, lh, n, n)) != HLOG_OK || (rc = node_get(c, lh, n, &p, &len)) != HLOG_OK ||
+		    (rc = slice(&t_res, p, pos - window_start(lh, n), 1)) < 0)
 			return rc;
-		return slice(&t_res, p, pos - window_start(lh, n), 1);
+		return le_resolve(c, lh->h.cid, &t_res);
 	}
 	if (!list_range((long)cnt, (long)hint->list_a, (long)hint->list_b, &from, &to))
 		return buf_set(&t_res, lp_empty, sizeof(lp_empty));
 	uint64_t a = (d->lo + (uint64_t)from) / d->c, b = (d->lo + (uint64_t)to) / d->c;
 	if ((rc = window_load(c, lh, a, b, &pbytes)) != HLOG_OK)
 		return rc;
-	return slice(&t_res, t_win.p, d->lo + (uint64_t)from - window_start(lh, a), (uint64_t)(to - from + 1));
+	if ((rc = slice(&t_res, t_win.p, d->lo + (uint64_t)from - window_start(lh, a),
+	                (uint64_t)(to - from + 1))) < 0)
+		return rc;
+	return le_resolve(c, lh->h.cid, &t_res);
 }
 
 /* A read of a large list: COLL_HINT_LIST (note 3), else the whole list in order. */
@@ -978,7 +976,8 @@ int coll_list_large_read(client *c, const hlog_key *k, int type, const coll_hint
 		fn(ctx, &view, &hv);
 		goto out;
 	}
-	if ((rc = window_load(c, &lh, dq_first_node(&lh.d), dq_last_node(&lh.d), &pbytes)) != HLOG_OK)
+	if ((rc = window_load(c, &lh, dq_first_node(&lh.d), dq_last_node(&lh.d), &pbytes)) != HLOG_OK ||
+	    (rc = le_resolve(c, lh.h.cid, &t_win)) != HLOG_OK)
 		goto out;
 	c->w->stats.coll_list_whole++;
 	c->w->stats.coll_whole_reads++;
@@ -993,5 +992,7 @@ out:
 
 bool coll_list_part_live(const uint8_t *head, size_t len, int kind, uint64_t n)
 {
+	if (kind == COLL_KIND_ELEM)
+		return dq_elem_live(head, len, n);
 	return kind != COLL_KIND_NODE || dq_part_live(head, len, n);
 }

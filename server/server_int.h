@@ -282,6 +282,9 @@ struct spw_command;
 	X(coll_list_whole, SRV_CTR_STATS, "coll_list_whole_ops", "commands that assembled a whole large list (coll_list_large.c note 5)") \
 	X(coll_bucket_views, SRV_CTR_STATS, "coll_bucket_views", "large hash/set operations on one bucket that used the bucket as read as their view, unassembled (coll_large.c note 10)") \
 	X(coll_bucket_patches, SRV_CTR_STATS, "coll_bucket_patches", "point writes to a large hash/set that patched their one bucket where it was read, not rebuilt (coll_large.c note 10)") \
+	X(coll_list_elem_writes, SRV_CTR_STATS, "coll_list_elem_writes", "out-of-line elements of large lists written (coll_list_elem.c)") \
+	X(coll_list_elem_reads, SRV_CTR_STATS, "coll_list_elem_reads", "out-of-line elements of large lists read (coll_list_elem.c note 4)") \
+	X(coll_list_elem_drops, SRV_CTR_STATS, "coll_list_elem_drops", "out-of-line elements of large lists tombstoned (coll_list_elem.c note 3)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \

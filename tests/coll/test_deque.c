@@ -1,7 +1,8 @@
 /*
  * test_deque.c - coll/deque.c: a large list's head round trips and its consistency checks, the
  * cut of a window at node boundaries (checked entry by entry against the window), the choice of
- * elements per node, node keys and the liveness rule of node parts, the edits within an end node.
+ * elements per node, node keys and the liveness rule of node parts, the edits within an end node,
+ * out-of-line element references (encoding, keys, liveness, an entry replaced).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,51 @@ static void test_node_keys_parse_as_parts_and_c_is_bounded(void **st)
 	assert_true(dq_choose_c(0, 0, 4096) >= 1);
 }
 
+/* A reference is a valid listpack entry (lp_next walks over it, it reads as a 16-byte string)
+ * that no canonical encoding gives; element keys parse as 'e' parts; an element part lives in
+ * [lo, hi); dq_replace swaps one entry, count kept. */
+static void test_element_references_keys_liveness_and_replace(void **st)
+{
+	(void)st;
+	lp_buf b, out;
+	uint8_t ref[DQ_REF_ENTRY_BYTES], k[DQ_NODE_KEY_BYTES], canon[32], h[512];
+	uint64_t pos, len, cid, n;
+	int kind;
+	assert_int_equal(dq_ref_encode(ref, 0x4000000000000123ull, 3000000), DQ_REF_ENTRY_BYTES);
+	assert_true(dq_is_ref(ref));
+	assert_int_equal(lp_entry_size(ref), DQ_REF_ENTRY_BYTES);
+	dq_ref_parse(ref, &pos, &len);
+	assert_int_equal(pos, 0x4000000000000123ull);
+	assert_int_equal(len, 3000000);
+	size_t cl = lp_entry_encode(canon, "0123456789abcdef", 16);
+	assert_false(dq_is_ref(canon));
+	assert_int_equal(cl, 18);
+	dq_elem_key(k, 0xbeef, 77);
+	assert_true(coll_part_key_parse(k, sizeof(k), &cid, &kind, &n));
+	assert_int_equal(kind, COLL_KIND_ELEM);
+	assert_int_equal(cid, 0xbeef);
+	assert_int_equal(n, 77);
+	/* a one-node head over [100, 110) */
+	build(&b, 100, 10);
+	coll_head hd = { COLL_LIST, CENC_QUICKLIST, 0xbeef, 0, 0, 0, 0 };
+	size_t hl = dq_write(h, &hd, 100, 110, 16, b.p, b.len, NULL, 0);
+	assert_true(dq_elem_live(h, hl, 100) && dq_elem_live(h, hl, 109));
+	assert_false(dq_elem_live(h, hl, 99) || dq_elem_live(h, hl, 110));
+	/* replace entry 4 by the reference, then back */
+	const uint8_t *at = dq_skip(b.p, lp_first(b.p), 4);
+	assert_int_equal(lp_buf_init(&out), 0);
+	assert_int_equal(lp_buf_reserve(&out, b.len + sizeof(ref)), 0);
+	out.len = dq_replace(out.p, b.p, at, ref, sizeof(ref));
+	assert_int_equal(lp_bytes(out.p), out.len);
+	assert_int_equal(lp_count(out.p), 10);
+	const uint8_t *p = lp_first(out.p);
+	for (uint64_t i = 0; i < 10; i++, p = lp_next(out.p, p))
+		assert_true(i == 4 ? dq_is_ref(p) : entry_is(p, 100 + i));
+	assert_null(p);
+	lp_buf_free(&out);
+	lp_buf_free(&b);
+}
+
 /* Pushes and pops within an end node (dq_end_*), applied in place and into a new buffer, give the
  * head that dq_write would build from the edited nodes; ones that would leave the node say 1. */
 static void test_end_edits_patch_the_head_in_place_and_copied(void **st)
@@ -205,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_head_round_trips_and_rejects_inconsistent_ones),
 		cmocka_unit_test(test_node_keys_parse_as_parts_and_c_is_bounded),
 		cmocka_unit_test(test_end_edits_patch_the_head_in_place_and_copied),
+		cmocka_unit_test(test_element_references_keys_liveness_and_replace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
