@@ -43,7 +43,8 @@
  *     HSETNX, HINCRBY, HINCRBYFLOAT and HDEL of one field plan one listpack edit (hash_patch_set,
  *     hdel_edit): a new field's pair appended at the end (in place: written over the end marker),
  *     a value replaced where it stands (in place and of the same encoded size: only its bytes
- *     written), a pair removed. Several pairs or fields in one command build the listpack in the
+ *     written), a pair removed; a value set to what it is writes nothing, unless a long argument
+ *     or hash-max-listpack-entries makes a listpack a hashtable (Redis converts all the same). Several pairs or fields in one command build the listpack in the
  *     edit buffer as note 4 says, since each change moves the offsets of the next.
  * 10. A large hash (server/coll_large.c): HGET, HMGET, HEXISTS, HSTRLEN read the buckets of their
  *     fields, HLEN the head's count; every write here is a point write on the buckets of its
@@ -188,10 +189,18 @@ static int hash_patch_set(coll_edit *e, const coll_view *cur, const resp_slice *
 	if (!(s = worker_scratch(e->c->w, f->len + vlen + 2 * LP_ENTRY_EXTRA)))
 		return -ENOMEM;
 	lp_edit_init(pe, lp);
-	if ((vp = hash_lp_value(lp, f->ptr, f->len))) {
+	vp = hash_lp_value(lp, f->ptr, f->len);
+	/* A listpack-encoded hash has at most 128 fields, so its count is known (no walk). */
+	if (enc == CENC_LISTPACK && hash_lp_len(lp) + !vp > HASH_MAX_LISTPACK_ENTRIES)
+		enc = CENC_HASHTABLE;
+	if (vp) {
 		n = lp_entry_encode(s, v, vlen);
-		if (n == lp_entry_size(vp) && memcmp(s, vp, n) == 0)
-			return 0;   /* the same value: nothing to write (action KEEP) */
+		/* The same value in the same encoding: nothing to write (action KEEP). A listpack
+		 * that a long argument or the entries limit turns into a hashtable is written all
+		 * the same: Redis converts it though the value is the same (hashTypeTryConversion
+		 * before, hashTypeSet's length and count checks after). */
+		if (n == lp_entry_size(vp) && memcmp(s, vp, n) == 0 && enc == cur->enc)
+			return 0;
 		rc = lp_edit_splice(pe, (size_t)(vp - lp), lp_entry_size(vp), s, n, 0);
 	} else {
 		n = lp_entry_encode(s, f->ptr, f->len);
@@ -200,9 +209,6 @@ static int hash_patch_set(coll_edit *e, const coll_view *cur, const resp_slice *
 	}
 	if (rc < 0)
 		return rc;
-	/* A listpack-encoded hash has at most 128 fields, so its count is known (no walk). */
-	if (enc == CENC_LISTPACK && hash_lp_len(lp) + !vp > HASH_MAX_LISTPACK_ENTRIES)
-		enc = CENC_HASHTABLE;
 	coll_write_lp(e, enc, pe);
 	return !vp;
 }

@@ -660,15 +660,17 @@ static void test_find_agrees_with_eq_on_every_encoding(void **state)
 {
 	static const long long ints[] = { 0, 127, -1, 4095, -4096, 32767, -32768, 8388607,
 		-8388608, 2147483647, -2147483648LL, 9223372036854775807LL };
-	static const size_t lens[] = { 0, 1, 2, 13, 63, 64, 200, 4095, 4096, 5000 };
+	/* 125/126: a 12-bit string's entry of 127/128 bytes (backlen 1/2); 16377-16379: a 32-bit
+	 * string's entry of 16382-16384 bytes (backlen 2/3) */
+	static const size_t lens[] = { 0, 1, 2, 13, 63, 64, 125, 126, 200, 4095, 4096, 5000, 16377, 16378, 16379 };
 	lp_buf b = { 0 };
-	char *big = malloc(6000), buf[LP_INTBUF_SIZE];
+	char *big = malloc(17000), buf[LP_INTBUF_SIZE];
 	const char *ps[64];
 	size_t pl[64], n = 0;
 	(void)state;
 
 	assert_non_null(big);
-	memset(big, 'a', 6000);
+	memset(big, 'a', 17000);
 	assert_int_equal(lp_buf_init(&b), 0);
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		assert_int_equal(lp_append_int(&b, ints[i]), 0);
