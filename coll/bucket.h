@@ -22,6 +22,7 @@
 /* Internal keys: cid (8 bytes big-endian) | kind | suffix. */
 #define COLL_KIND_BUCKET 'b'
 #define COLL_KIND_REGISTRY 'R'
+#define COLL_KIND_ZNODE 't'   /* a large zset's tree node (coll/ztree.h): suffix its node id */
 #define COLL_BUCKET_KEY_BYTES 17u
 #define COLL_REGISTRY_KEY_BYTES 9u
 

@@ -277,6 +277,11 @@ struct spw_command;
 	X(coll_part_reads, SRV_CTR_STATS, "coll_part_reads", "part records of large collections read by commands") \
 	X(coll_whole_reads, SRV_CTR_STATS, "coll_whole_reads", "commands that assembled a whole large collection (coll_large.c note 1)") \
 	X(coll_group_writes, SRV_CTR_STATS, "coll_group_writes", "hlog_group_rmw calls that succeeded (coll_large.c note 2)") \
+	X(coll_zset_node_reads, SRV_CTR_STATS, "coll_zset_node_reads", "tree nodes of large sorted sets read by commands (coll_zset_large.c)") \
+	X(coll_zset_node_writes, SRV_CTR_STATS, "coll_zset_node_writes", "tree nodes of large sorted sets written or removed (coll_zset_large.c)") \
+	X(coll_zset_node_splits, SRV_CTR_STATS, "coll_zset_node_splits", "tree nodes of large sorted sets split (coll_zset_large.c note 4)") \
+	X(coll_zset_point_reads, SRV_CTR_STATS, "coll_zset_point_reads", "reads of large sorted sets answered without a whole read (coll_zset_large.c note 2)") \
+	X(coll_zset_point_writes, SRV_CTR_STATS, "coll_zset_point_writes", "writes of large sorted sets that changed only the touched parts (coll_zset_large.c note 3)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -650,7 +655,13 @@ typedef struct coll_hint {
 	 * (set by the read), each a bucket number tagged COLL_SCAN_LARGE (0 stays 0) */
 	unsigned long long cursor, next;
 	long long count;
+	/* ZSET block (coll_zset_large.c note 2): COLL_HINT_ZRANK (the member argv[first]; out: zrank,
+	 * -1 when absent) and COLL_HINT_ZRANGE (zq: a rank or score range; the read sets zq's
+	 * large_exact and large_n and hands fn exactly the run, or nothing when zq->count_only) */
+	struct zs_rangeq *zq;
+	long long zrank;
 } coll_hint;
+enum { COLL_HINT_ZRANK = 16, COLL_HINT_ZRANGE = 17 };
 /* A large hash's HSCAN cursor: the bucket | this bit, so that a cursor of the other layout (a
  * small hashtable hash's position, before a conversion) is told apart and restarts the scan
  * from the start, returning some fields twice but missing none (coll_large.c note 8). */
@@ -703,12 +714,19 @@ struct coll_edit {
 	/* in: or, with hint_first 0, the one member a point write names when it is no argv slot
 	 * (SPOP's pick, coll_large.c note 9); NULL: none. Valid until coll_rmw returns. */
 	const resp_slice *hint_member;
+	/* ZSET block (coll_zset_large.c note 3): how a write on a large sorted set touches it.
+	 * COLL_ZE_MEMBERS: fn sees the pairs of the members argv[hint_first], argv[hint_first +
+	 * hint_step]...; COLL_ZE_POP: the zpop_n lowest (zpop_max: highest) pairs; 0: the whole set. */
+	int zmode;
+	long long zpop_n;
+	bool zpop_max;
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;
 };
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
+enum { COLL_ZE_WHOLE = 0, COLL_ZE_MEMBERS = 1, COLL_ZE_POP = 2 };   /* coll_edit.zmode */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
 /* For an edit's fn: the thread's edit buffer (coll.c note 5) holding a copy of cur's payload, or
  * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */
