@@ -63,6 +63,7 @@ __thread struct zcache zl_nodes, zl_bkts;
 __thread lp_buf zl_sub, zl_two, zl_flat, zl_small, zl_route, zl_leaves;
 __thread hlog_group_part *zl_parts;
 __thread uint8_t (*zl_keys)[ZKEY_BYTES];
+__thread uint64_t zl_run_node_reads;
 static __thread size_t t_pcap;
 static __thread uint64_t t_rng;
 
@@ -111,6 +112,7 @@ void zl_bufs_enter(void)
 			lp_buf_free(all[i]);
 	zl_cache_reset(&zl_nodes);
 	zl_cache_reset(&zl_bkts);
+	zl_run_node_reads = 0;
 }
 
 /* A new slot of c (its buffer kept from earlier use), or NULL. */
@@ -286,7 +288,7 @@ int zl_node_load(client *c, const struct zhead *z, uint64_t id, bool inner, size
 		zl_nodes.n--;
 		return rc == HLOG_NOTFOUND ? SPW_E_CORRUPT : rc;
 	}
-	c->w->stats.coll_zset_node_reads++;
+	zl_run_node_reads++;
 	if (n->b.len == SIZE_MAX) {
 		zl_nodes.n--;
 		return -ENOMEM;
@@ -417,14 +419,15 @@ int zl_collect(client *c, const struct zhead *z, uint64_t from, uint64_t to, lp_
 		return -ENOMEM;
 	for (uint64_t r = from; r <= to;) {
 		struct zpath p;
-		if ((rc = zl_descend(c, z, NULL, r, &p)) != HLOG_OK ||
-		    (rc = prefetch_next(c, z, &p, to - r)) != HLOG_OK)
+		if ((rc = zl_descend(c, z, NULL, r, &p)) != HLOG_OK)
 			return rc;
 		size_t li = p.node[z->depth];
 		const uint8_t *lp = zl_nodes.v[li].b.p;
 		uint64_t have = lp_count(lp) / 2, at = r - p.before;
 		if (at >= have)
 			return SPW_E_CORRUPT;
+		if (to - r + 1 > have - at && (rc = prefetch_next(c, z, &p, to - r + 1 - (have - at))) != HLOG_OK)
+			return rc;
 		uint64_t n = have - at < to - r + 1 ? have - at : to - r + 1;
 		const uint8_t *q = lp_seek(lp, (long)(2 * at));
 		if ((rc = raw_append(out, q, zs_run_len(lp, q, (unsigned long)n))) < 0)
@@ -641,6 +644,7 @@ int coll_zset_large_read(client *c, const hlog_key *k, int type, const coll_hint
 		c->w->stats.coll_zset_point_reads++;
 	coll_view view = { COLL_ZSET, z.h.enc, zl_sub.p, zl_sub.len, -1, &z.h };
 	fn(ctx, &view, &z.hv);
+	c->w->stats.coll_zset_node_reads += zl_run_node_reads;   /* the run that answered */
 out:
 	coll_latch_shared_release(k->hash);
 	return rc;

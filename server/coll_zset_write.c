@@ -481,6 +481,8 @@ int coll_zset_large_rmw(client *c, const hlog_key *k, coll_edit *e)
 		rc = point_write(c, k, e, &z);
 	else
 		rc = whole_write(c, k, e, &z);
+	if (rc == HLOG_OK)
+		c->w->stats.coll_zset_node_reads += zl_run_node_reads;
 	coll_latch_excl_release(k->hash);
 	return rc;
 }

@@ -61,6 +61,9 @@ extern __thread struct zcache zl_nodes, zl_bkts;
 extern __thread lp_buf zl_sub, zl_two, zl_flat, zl_small, zl_route, zl_leaves;
 extern __thread hlog_group_part *zl_parts;
 extern __thread uint8_t (*zl_keys)[ZKEY_BYTES];
+/* Nodes read by this run of the command: INFO's coll_zset_node_reads counts the run that
+ * completes (a run that parks reads again after the fetch). */
+extern __thread uint64_t zl_run_node_reads;
 
 void zl_node_key(uint8_t *out, uint64_t cid, uint64_t id);
 uint64_t zl_cid_new(void);
