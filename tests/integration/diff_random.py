@@ -94,7 +94,8 @@ SPW_TIER_FLAGS = ["--storage-tier", "--device-type", "posix", "--threads", "2", 
 SPW_LARGE_FLAGS = SPW_FLAGS + ["--coll-record-max", "128"]
 SPW_LARGE_TIER_FLAGS = SPW_TIER_FLAGS + ["--coll-record-max", "128"]
 # Sent to both servers before a large round (the old values are restored after it).
-LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4")]
+LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4"),
+                (b"zset-max-listpack-entries", b"4")]
 LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits"]
 
 
