@@ -3,7 +3,7 @@ hundreds, so that with zset-max-listpack-entries 4 and --coll-record-max 128 (di
 "large" rounds) most sets are skiplist-encoded and large (server/coll_zset_large.c): buckets and
 a counted B+tree that splits. Point paths (ZADD with its flags, ZINCRBY, ZREM, ZSCORE, ZMSCORE,
 ZRANK, ZREVRANK, ZRANGE by rank and by score with LIMIT, ZCOUNT, ZPOPMIN, ZPOPMAX) and whole ones
-(BYLEX, ZRANGESTORE, ZREMRANGEBY*, the algebra's STORE forms writing a large result afresh). The
+(ZRANGESTORE, ZREMRANGEBY*, the algebra's STORE forms writing a large result afresh). The
 module format is the one tests/integration/random/strings.py describes.
 
 Replies compare exactly (a sorted set's order is Redis's), except ZRANDMEMBER (random: by length)
@@ -23,8 +23,6 @@ pairs = lambda lo, hi: lambda r: [x for _ in range(r.randint(lo, hi)) for x in (
 rank = oneof(0, 1, 5, -1, -3, 20, 100, -100, 1000)
 smin = oneof(b"-inf", b"0", b"(0", b"1", b"(2.5", b"-1", b"3")
 smax = oneof(b"+inf", b"100", b"(100", b"7", b"3", b"(3", b"0")
-lmin = oneof(b"-", b"[m1", b"(m2", b"[a")
-lmax = oneof(b"+", b"[m5", b"(m9", b"[z")
 limit = options(seq(b"LIMIT", oneof(0, 1, 3, -1), oneof(1, 5, 20, -1)))
 
 TEMPLATES = [
@@ -45,8 +43,6 @@ TEMPLATES = [
 	cmd("ZREVRANGEBYSCORE", key, smax, smin, limit, weight=1),
 	cmd("ZRANGE", key, smin, smax, b"BYSCORE", options(b"REV"), limit, weight=0.5),
 	cmd("ZCOUNT", key, smin, smax, weight=1),
-	cmd("ZRANGEBYLEX", key, lmin, lmax, limit, weight=0.5),
-	cmd("ZLEXCOUNT", key, lmin, lmax, weight=0.3),
 	cmd("ZPOPMIN", key, options(oneof(0, 1, 3, 10)), weight=1),
 	cmd("ZPOPMAX", key, options(oneof(0, 1, 3, 10)), weight=1),
 	cmd("ZREMRANGEBYRANK", key, rank, rank, weight=0.1),
@@ -63,4 +59,7 @@ VOLATILE = {
 	"ZRANDMEMBER": "random picks (compared by length and type)",
 }
 
-EXCLUDED = {}
+EXCLUDED = {
+	"ZRANGEBYLEX": "lex ranges over mixed scores: Redis's skiplist descent and the listpack walk differ (coll/zset.c note 4)",
+	"ZLEXCOUNT": "the same",
+}
