@@ -34,7 +34,9 @@ static int split_up(struct zhead *z, struct zpath *p, uint64_t l, client *c)
 	for (;; l--) {
 		struct zpart *n = &zl_nodes.v[p->node[l]];
 		bool leaf = l == z->depth;
-		if (n->b.len <= 2 * RECORD_MAX || (leaf ? lp_count(n->b.p) < 4 : zt_inner_n(n->b.p) < 2))
+		/* 2 pairs or entries in each half at least: long members (full separators, ztree.c note
+		 * 1) make a node of few entries big, which must not split into ever more levels */
+		if (n->b.len <= 2 * RECORD_MAX || (leaf ? lp_count(n->b.p) < 4 : zt_inner_n(n->b.p) < 4))
 			return 0;
 		rc = leaf ? zt_leaf_split(n->b.p, &zl_two, offs) : zt_inner_split(n->b.p, n->b.len, &zl_two, offs);
 		if (rc < 0)
@@ -352,7 +354,7 @@ static int tree_build(struct zhead *z, const uint8_t *lp)
 		size_t out = 0;
 		for (size_t j = 0; j < n;) {
 			size_t k = j, bytes = ZT_INNER_HDR;
-			while (k < n && (k == j || bytes < target) && k - j < 65535)
+			while (k < n && (k - j < 2 || bytes < target) && k - j < 65535)   /* 2 at least: n halves */
 				bytes += ZT_ENT_FIXED + ents[k++].sep.mlen;
 			lp_buf nb = { 0 };
 			uint64_t total = 0;
