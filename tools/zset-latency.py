@@ -103,9 +103,9 @@ def main():
 	                                  "--dir", d], False)
 	base = lambda p, d: [SPW, "--bind", "127.0.0.1", "--port", str(p), "--dir", d, "--logdir", d,
 	                     "--threads", "1", "--save", "", "--checkpoint-interval", "0"]
-	run("spillway (memory)", lambda p, d: base(p, d) + ["--memory", "2g"], True)
+	run("spillway (memory)", lambda p, d: base(p, d) + ["--memory", "8g"], True)
 	run("spillway (tier, cold)", lambda p, d: base(p, d) + ["--storage-tier", "--device-type", "posix",
-	                                                        "--memory", TIER_MEM], True)
+	                                                        "--memory", TIER_MEM, "--page", "1m"], True)
 
 
 if __name__ == "__main__":
