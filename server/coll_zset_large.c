@@ -34,6 +34,10 @@
  *     new root. A node emptied is removed from its parent and its part tombstoned in the same
  *     group, unless it is its parent's only child (then the chain stays, so no inner node is ever
  *     empty). No merges in v1 (a set drained by pops keeps its leaves' sizes, not their count).
+ *     A node of fewer than 4 pairs or entries never splits, and an inner level built afresh
+ *     puts 2 entries at least in a node: separators are whole members (ztree.c note 1), so long
+ *     members make nodes of few entries that are big, and splitting those would only add
+ *     levels (a build of 1-entry nodes would never end).
  *  5. Write afresh (conversion, and every whole write): a new cid, buckets as a hash's, leaves of
  *     about coll-record-max bytes cut from the sorted payload, inner nodes built bottom up, the
  *     registry cid|R, all one group with the head (bounded by hlog_group_max_bytes: a whole write

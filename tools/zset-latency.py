@@ -8,7 +8,8 @@ Each server gets the same set of M members (ZADD in pipelined batches of 1000 pa
 ranks, one at a time from one client (each a round trip), and the mean and median latency per op
 are printed, with the load time and spillway's INFO counters (node and bucket reads per op).
 
-Environment: M=1000000 members, Q=2000 ops, SPW_BIN=build/bin/spillway-server, TIER_MEMORY=64m.
+Environment: M=1000000 members, Q=2000 ops, SPW_BIN=build/bin/spillway-server, TIER_MEMORY=64m,
+RUNS=redis,memory,tier (which servers), PORT=<port> (measure a server already loaded instead).
 Run from the repository root: /usr/bin/python3 tools/zset-latency.py
 """
 import os
@@ -99,13 +100,17 @@ def run(name, argv_fn, spw):
 
 def main():
 	print("M=%d Q=%d" % (M, Q), flush=True)
-	run("redis-server", lambda p, d: ["redis-server", "--port", str(p), "--save", "", "--appendonly", "no",
-	                                  "--dir", d], False)
+	runs = os.environ.get("RUNS", "redis,memory,tier").split(",")
+	if "redis" in runs:
+		run("redis-server", lambda p, d: ["redis-server", "--port", str(p), "--save", "", "--appendonly", "no",
+		                                  "--dir", d], False)
 	base = lambda p, d: [SPW, "--bind", "127.0.0.1", "--port", str(p), "--dir", d, "--logdir", d,
 	                     "--threads", "1", "--save", "", "--checkpoint-interval", "0"]
-	run("spillway (memory)", lambda p, d: base(p, d) + ["--memory", "8g"], True)
-	run("spillway (tier, cold)", lambda p, d: base(p, d) + ["--storage-tier", "--device-type", "posix",
-	                                                        "--memory", TIER_MEM, "--page", "1m"], True)
+	if "memory" in runs:
+		run("spillway (memory)", lambda p, d: base(p, d) + ["--memory", "8g"], True)
+	if "tier" in runs:
+		run("spillway (tier, cold)", lambda p, d: base(p, d) + ["--storage-tier", "--device-type", "posix",
+		                                                        "--memory", TIER_MEM, "--page", "1m"], True)
 
 
 if __name__ == "__main__":
