@@ -1,15 +1,16 @@
 #!/usr/bin/python3
 """zset-latency.py - per-op latency of ZSCORE and ZRANGE i i+9 on one big sorted set (issue 13):
-redis-server in memory against spillway-server in memory (hot) and with a storage tier and a small
---memory (cold: the set's parts on the device). docs/BENCHMARKS.md's appendix "Large sorted sets".
+redis-server in memory against spillway-server in memory (hot) and with a storage tier (cold: the
+set is loaded within a --memory window of TIER_MEMORY, then PAD_MB MiB of strings push its parts
+onto the device). docs/BENCHMARKS.md's appendix "Large sorted sets".
 
 Each server gets the same set of M members (ZADD in pipelined batches of 1000 pairs, members
 "member:<i>", random integer scores), then Q ZSCOREs of random members and Q ZRANGE i i+9 of random
 ranks, one at a time from one client (each a round trip), and the mean and median latency per op
 are printed, with the load time and spillway's INFO counters (node and bucket reads per op).
 
-Environment: M=1000000 members, Q=2000 ops, SPW_BIN=build/bin/spillway-server, TIER_MEMORY=64m,
-RUNS=redis,memory,tier (which servers), PORT=<port> (measure a server already loaded instead).
+Environment: M=1000000 members, Q=2000 ops, SPW_BIN=build/bin/spillway-server, TIER_MEMORY=2g, PAD_MB=3000,
+RUNS=redis,memory,tier (which servers).
 Run from the repository root: /usr/bin/python3 tools/zset-latency.py
 """
 import os
@@ -27,20 +28,28 @@ import redis
 M = int(os.environ.get("M", "1000000"))
 Q = int(os.environ.get("Q", "2000"))
 SPW = os.environ.get("SPW_BIN", "build/bin/spillway-server")
-TIER_MEM = os.environ.get("TIER_MEMORY", "64m")
+TIER_MEM = os.environ.get("TIER_MEMORY", "2g")   # loads in memory; padding then pushes the set out
 
 
 def free_port():
-	s = socket.socket()
-	s.bind(("127.0.0.1", 0))
-	p = s.getsockname()[1]
-	s.close()
-	return p
+	"""A random port in 20000-60000 that nothing listens on now (not bind(0): the kernel hands out
+	neighbouring ephemeral ports, which other test servers on this machine pick too)."""
+	while True:
+		p = random.SystemRandom().randint(20000, 60000)
+		s = socket.socket()
+		try:
+			s.bind(("127.0.0.1", p))
+			return p
+		except OSError:
+			continue
+		finally:
+			s.close()
 
 
 def start(argv_fn):
 	port, d = free_port(), tempfile.mkdtemp(prefix="spw-zlat-")
-	proc = subprocess.Popen(argv_fn(port, d), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+	log = open(os.path.join(d, "server.out"), "wb")
+	proc = subprocess.Popen(argv_fn(port, d), stdout=log, stderr=log)
 	r = redis.Redis(port=port, socket_timeout=600)
 	for _ in range(300):
 		try:
@@ -76,8 +85,13 @@ def run(name, argv_fn, spw):
 	try:
 		lt = load(r, random.Random(1))
 		if spw and "tier" in name:   # push the set's parts out of memory
-			for j in range(200):
-				r.mset({"pad:%d:%d" % (j, i): "p" * 1000 for i in range(500)})
+			pad = int(os.environ.get("PAD_MB", "3000"))   # more than TIER_MEMORY of strings
+			p = r.pipeline(transaction=False)
+			for j in range(pad):
+				p.mset({"pad:%d:%d" % (j, i): "p" * 4000 for i in range(256)})
+				if j % 16 == 15:
+					p.execute()
+			p.execute()
 		n = r.zcard("big")
 		rng = random.Random(2)
 		before = r.info("stats") if spw else {}
@@ -95,7 +109,10 @@ def run(name, argv_fn, spw):
 	finally:
 		proc.terminate()
 		proc.wait()
-		shutil.rmtree(d, ignore_errors=True)
+		if proc.returncode in (0, -15):
+			shutil.rmtree(d, ignore_errors=True)
+		else:
+			print("%s exited with %s: its folder is kept in %s" % (name, proc.returncode, d), flush=True)
 
 
 def main():
