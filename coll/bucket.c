@@ -57,8 +57,8 @@ bool coll_part_key_parse(const uint8_t *k, size_t len, uint64_t *cid, int *kind,
 	*b = 0;
 	if (k[8] == COLL_KIND_REGISTRY)
 		return len == COLL_REGISTRY_KEY_BYTES;
-	if ((k[8] == COLL_KIND_BUCKET || k[8] == COLL_KIND_NODE || k[8] == COLL_KIND_ELEM) &&
-	    len == COLL_BUCKET_KEY_BYTES) {
+	if ((k[8] == COLL_KIND_BUCKET || k[8] == COLL_KIND_NODE || k[8] == COLL_KIND_ELEM ||
+	     k[8] == COLL_KIND_ZNODE) && len == COLL_BUCKET_KEY_BYTES) {
 		*b = be64(k + 9);
 		return true;
 	}

@@ -24,6 +24,7 @@
 #define COLL_KIND_REGISTRY 'R'
 #define COLL_KIND_NODE 'n'      /* a large list's node (coll/deque.h) */
 #define COLL_KIND_ELEM 'e'      /* a large list's out-of-line element (coll/deque.h) */
+#define COLL_KIND_ZNODE 't'   /* a large zset's tree node (coll/ztree.h): suffix its node id */
 #define COLL_BUCKET_KEY_BYTES 17u
 #define COLL_REGISTRY_KEY_BYTES 9u
 

@@ -67,8 +67,13 @@ static void zs_read_cb(void *ctx, const coll_view *v, const hlog_value *hv)
 
 int zs_lookup(client *c, const resp_slice *key, bool count, zs_body_fn *fn, void *arg)
 {
+	return zs_lookup_hint(c, key, count, NULL, fn, arg);
+}
+
+int zs_lookup_hint(client *c, const resp_slice *key, bool count, coll_hint *h, zs_body_fn *fn, void *arg)
+{
 	struct zs_read x = { c, fn, arg, false };
-	int rc = coll_read(c, key, COLL_ZSET, zs_read_cb, &x);
+	int rc = coll_read_hint(c, key, COLL_ZSET, h, zs_read_cb, &x);
 	if (x.bad)
 		rc = SPW_E_CORRUPT;
 	if (count && rc != HLOG_PENDING)
@@ -269,7 +274,8 @@ static void zadd_generic(client *c, int flags)
 			return;
 		}
 	}
-	coll_edit e = { .type = COLL_ZSET, .create = true, .fn = zadd_edit, .arg = &x };
+	coll_edit e = { .type = COLL_ZSET, .create = true, .fn = zadd_edit, .arg = &x,
+	                .zmode = COLL_ZE_MEMBERS, .hint_first = x.first + 1, .hint_step = 2 };
 	if (reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		return;
 	if (x.nan)
@@ -316,7 +322,8 @@ static int zrem_edit(coll_edit *e, const coll_view *cur)
 void cmd_zrem(client *c)
 {
 	struct zrem_ctx x = { 0 };
-	coll_edit e = { .type = COLL_ZSET, .fn = zrem_edit, .arg = &x };
+	coll_edit e = { .type = COLL_ZSET, .fn = zrem_edit, .arg = &x,
+	                .zmode = COLL_ZE_MEMBERS, .hint_first = 2, .hint_step = 1 };
 	if (reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		return;
 	reply_int(c, x.deleted);
@@ -327,12 +334,13 @@ void cmd_zrem(client *c)
 static void zcard_body(client *c, const coll_view *v, void *arg)
 {
 	(void)arg;
-	reply_int(c, (long long)zs_len(v->p));
+	reply_int(c, v->large ? (long long)v->large->count : (long long)zs_len(v->p));
 }
 
 void cmd_zcard(client *c)
 {
-	if (zs_lookup(c, &c->argv[1], true, zcard_body, NULL) == 0)
+	coll_hint h = { .mode = COLL_HINT_COUNT };
+	if (zs_lookup_hint(c, &c->argv[1], true, &h, zcard_body, NULL) == 0)
 		reply_int(c, 0);
 }
 
@@ -359,25 +367,41 @@ static void zscore_body(client *c, const coll_view *v, void *arg)
 void cmd_zscore(client *c)
 {
 	struct zscore_ctx x = { 2, false };
-	if (zs_lookup(c, &c->argv[1], true, zscore_body, &x) == 0)
+	coll_hint h = { .mode = COLL_HINT_MEMBERS, .first = 2, .step = 1 };
+	if (zs_lookup_hint(c, &c->argv[1], true, &h, zscore_body, &x) == 0)
 		reply_null(c);
 }
 
 void cmd_zmscore(client *c)
 {
 	struct zscore_ctx x = { 2, true };
-	if (zs_lookup(c, &c->argv[1], true, zscore_body, &x) != 0)
+	coll_hint h = { .mode = COLL_HINT_MEMBERS, .first = 2, .step = 1 };
+	if (zs_lookup_hint(c, &c->argv[1], true, &h, zscore_body, &x) != 0)
 		return;
 	resp_write_array_len(&c->out, c->argc - 2);
 	for (int j = 2; j < c->argc; j++)
 		reply_null(c);
 }
 
+/* ZRANK, ZREVRANK: a large set's rank comes from the read (hint->zrank). */
+struct zrank_ctx {
+	bool rev;
+	coll_hint h;
+};
+
 static void zrank_body(client *c, const coll_view *v, void *arg)
 {
-	bool rev = arg != NULL;
+	struct zrank_ctx *x = arg;
+	bool rev = x->rev;
 	const uint8_t *lp = v->p, *p;
 	long long rank = 0;
+	if (v->large) {
+		if (x->h.zrank < 0)
+			reply_null(c);
+		else
+			reply_int(c, rev ? (long long)v->large->count - 1 - x->h.zrank : x->h.zrank);
+		return;
+	}
 	for (p = lp_first(lp); p; p = lp_next(lp, lp_next(lp, p)), rank++) {
 		if (lp_eq(p, c->argv[2].ptr, c->argv[2].len)) {
 			reply_int(c, rev ? (long long)zs_len(lp) - 1 - rank : rank);
@@ -387,17 +411,15 @@ static void zrank_body(client *c, const coll_view *v, void *arg)
 	reply_null(c);
 }
 
-void cmd_zrank(client *c)
+static void zrank_generic(client *c, bool rev)
 {
-	if (zs_lookup(c, &c->argv[1], true, zrank_body, NULL) == 0)
+	struct zrank_ctx x = { rev, { .mode = COLL_HINT_ZRANK, .first = 2, .step = 1 } };
+	if (zs_lookup_hint(c, &c->argv[1], true, &x.h, zrank_body, &x) == 0)
 		reply_null(c);
 }
 
-void cmd_zrevrank(client *c)
-{
-	if (zs_lookup(c, &c->argv[1], true, zrank_body, c) == 0)
-		reply_null(c);
-}
+void cmd_zrank(client *c) { zrank_generic(c, false); }
+void cmd_zrevrank(client *c) { zrank_generic(c, true); }
 
 /* ---------------- ZPOPMIN, ZPOPMAX, ZMPOP ---------------- */
 
@@ -472,7 +494,8 @@ static void zpop_minmax(client *c, bool max)
 	bool nested = c->out.proto > 2 && x.count != -1;
 	if (x.count == -1)
 		x.count = 1;
-	coll_edit e = { .type = COLL_ZSET, .fn = zpop_edit, .arg = &x };
+	coll_edit e = { .type = COLL_ZSET, .fn = zpop_edit, .arg = &x, .zmode = COLL_ZE_POP,
+	                .zpop_n = x.count, .zpop_max = max };
 	if (reply_store_failed(c, coll_rmw(c, &c->argv[1], &e)))
 		return;
 	zpop_reply(c, &x, NULL, nested);
@@ -518,7 +541,8 @@ void cmd_zmpop(client *c)
 	if (numkeys > 1 && reply_store_failed(c, command_keys_prefetch(c, 2, (int)where - 1, 1)))
 		return;
 	for (int j = 2; j < where; j++) {
-		coll_edit e = { .type = COLL_ZSET, .fn = zpop_edit, .arg = &x };
+		coll_edit e = { .type = COLL_ZSET, .fn = zpop_edit, .arg = &x, .zmode = COLL_ZE_POP,
+		                .zpop_n = x.count, .zpop_max = x.max };
 		if (reply_store_failed(c, coll_rmw(c, &c->argv[j], &e)))
 			return;   /* a park before anything changed, or WRONGTYPE (note 6) */
 		if (e.found) {

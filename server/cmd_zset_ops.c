@@ -102,8 +102,8 @@ static int srcs_read(client *c, struct zsrc *s, int first, long n, bool count)
 			rc = x.rc;
 		if (count && rc != HLOG_PENDING)
 			count_lookup(c, rc != HLOG_NOTFOUND);
-		if (rc < 0 && rc != HLOG_NOTFOUND)
-			return rc;
+		if ((rc < 0 && rc != HLOG_NOTFOUND) || rc == HLOG_PENDING)
+			return rc;   /* a large source's parts may park after the heads' prefetch */
 	}
 	return 0;
 }

@@ -130,7 +130,12 @@ static void zrange_body(client *c, const coll_view *v, void *arg)
 	zs_run r;
 	const uint8_t *p;
 	bool resp2 = c->out.proto < 3;
-	zs_run_find(v->p, q, &r);
+	if (q->large_exact) {   /* a large set's read collected exactly the run, in forward order */
+		r.n = zs_len(v->p);
+		r.first = !r.n ? NULL : q->rev ? lp_seek(v->p, -2) : lp_first(v->p);
+	} else {
+		zs_run_find(v->p, q, &r);
+	}
 	resp_write_array_len(&c->out, q->withscores && resp2 ? 2 * (long long)r.n : (long long)r.n);
 	p = r.first;
 	for (unsigned long i = 0; i < r.n; i++, p = zs_step(v->p, p, q->rev))
@@ -263,7 +268,8 @@ static void zrange_generic(client *c, int ks, bool store, int type, int rev)
 		zrangestore_run(c, &c->argv[1], &c->argv[ks], &q);
 		return;
 	}
-	if (zs_lookup(c, &c->argv[ks], true, zrange_body, &q) == 0)
+	coll_hint h = { .mode = q.type == ZR_LEX ? COLL_HINT_WHOLE : COLL_HINT_ZRANGE, .zq = &q };
+	if (zs_lookup_hint(c, &c->argv[ks], true, &h, zrange_body, &q) == 0)
 		resp_write_array_len(&c->out, 0);
 }
 
@@ -280,6 +286,11 @@ void cmd_zrevrangebylex(client *c) { zrange_generic(c, 1, false, ZR_LEX, 1); }
 static void zcount_body(client *c, const coll_view *v, void *arg)
 {
 	zs_run r;
+	const zs_rangeq *q = arg;
+	if (q->large_exact) {
+		reply_int(c, (long long)q->large_n);
+		return;
+	}
 	zs_run_find(v->p, arg, &r);
 	reply_int(c, (long long)r.n);
 }
@@ -296,7 +307,9 @@ static void zcount_generic(client *c, int type)
 		reply_error(c, "ERR min or max not valid string range item");
 		return;
 	}
-	if (zs_lookup(c, &c->argv[1], true, zcount_body, &q) == 0)
+	coll_hint h = { .mode = type == ZR_SCORE ? COLL_HINT_ZRANGE : COLL_HINT_WHOLE, .zq = &q };
+	q.count_only = true;
+	if (zs_lookup_hint(c, &c->argv[1], true, &h, zcount_body, &q) == 0)
 		reply_int(c, 0);
 }
 

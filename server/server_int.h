@@ -285,6 +285,11 @@ struct spw_command;
 	X(coll_list_elem_writes, SRV_CTR_STATS, "coll_list_elem_writes", "out-of-line elements of large lists written (coll_list_elem.c)") \
 	X(coll_list_elem_reads, SRV_CTR_STATS, "coll_list_elem_reads", "out-of-line elements of large lists read (coll_list_elem.c note 4)") \
 	X(coll_list_elem_drops, SRV_CTR_STATS, "coll_list_elem_drops", "out-of-line elements of large lists tombstoned (coll_list_elem.c note 3)") \
+	X(coll_zset_node_reads, SRV_CTR_STATS, "coll_zset_node_reads", "tree nodes of large sorted sets read by commands (coll_zset_large.c)") \
+	X(coll_zset_node_writes, SRV_CTR_STATS, "coll_zset_node_writes", "tree nodes of large sorted sets written or removed (coll_zset_large.c)") \
+	X(coll_zset_node_splits, SRV_CTR_STATS, "coll_zset_node_splits", "tree nodes of large sorted sets split (coll_zset_large.c note 4)") \
+	X(coll_zset_point_reads, SRV_CTR_STATS, "coll_zset_point_reads", "reads of large sorted sets answered without a whole read (coll_zset_large.c note 2)") \
+	X(coll_zset_point_writes, SRV_CTR_STATS, "coll_zset_point_writes", "writes of large sorted sets that changed only the touched parts (coll_zset_large.c note 3)") \
 	X(busy_ns,         SRV_CTR_NONE,  NULL, "time spent not sleeping (INFO worker_N_busy_pct)") \
 	X(parked,          SRV_CTR_TIER,  "tier_parked_commands", "commands parked on the device (each park counts), and those whose read a parked GET's look-ahead queued (park.c note 3)") \
 	X(io_errors,       SRV_CTR_TIER,  "tier_io_error_replies", "commands answered with a device IO error") \
@@ -663,8 +668,14 @@ typedef struct coll_hint {
 	 * (view->large set). */
 	long long list_a, list_b;
 	bool list_index;
+	/* ZSET block (coll_zset_large.c note 2): COLL_HINT_ZRANK (the member argv[first]; out: zrank,
+	 * -1 when absent) and COLL_HINT_ZRANGE (zq: a rank or score range; the read sets zq's
+	 * large_exact and large_n and hands fn exactly the run, or nothing when zq->count_only) */
+	struct zs_rangeq *zq;
+	long long zrank;
 } coll_hint;
 #define COLL_HINT_LIST 16
+enum { COLL_HINT_ZRANK = 17, COLL_HINT_ZRANGE = 18 };
 /* A large hash's HSCAN cursor: the bucket | this bit, so that a cursor of the other layout (a
  * small hashtable hash's position, before a conversion) is told apart and restarts the scan
  * from the start, returning some fields twice but missing none (coll_large.c note 8). */
@@ -720,6 +731,12 @@ struct coll_edit {
 	/* in: a list command's point operation on a large list (coll_list_large.c note 2), or NULL:
 	 * a large list runs fn on the whole list assembled (note 5) */
 	struct coll_list_op *list_op;
+	/* ZSET block (coll_zset_large.c note 3): how a write on a large sorted set touches it.
+	 * COLL_ZE_MEMBERS: fn sees the pairs of the members argv[hint_first], argv[hint_first +
+	 * hint_step]...; COLL_ZE_POP: the zpop_n lowest (zpop_max: highest) pairs; 0: the whole set. */
+	int zmode;
+	long long zpop_n;
+	bool zpop_max;
 	/* out, set by coll_rmw */
 	bool found;               /* the key existed (and had the type) */
 	client *c;
@@ -745,6 +762,7 @@ typedef struct coll_list_op {
 } coll_list_op;
 /* Change key by one hlog_rmw. HLOG_OK, HLOG_PENDING, SPW_E_WRONGTYPE, or an error (fn's, the
  * store's). A change keeps the key's TTL; COLL_DELETE removes the key. */
+enum { COLL_ZE_WHOLE = 0, COLL_ZE_MEMBERS = 1, COLL_ZE_POP = 2 };   /* coll_edit.zmode */
 int coll_rmw(client *c, const resp_slice *key, coll_edit *e);
 /* For an edit's fn: the thread's edit buffer (coll.c note 5) holding a copy of cur's payload, or
  * an empty listpack when cur is NULL. Valid until coll_rmw returns. 0 or -ENOMEM. */

@@ -23,6 +23,8 @@ typedef void zs_body_fn(client *c, const coll_view *v, void *arg);
 /* Look key up as lookupKeyRead does (a keyspace hit or miss when count) and run fn on the zset.
  * 1: fn ran; 0: no such key (nothing replied); -1: an error or a park was replied. */
 int zs_lookup(client *c, const resp_slice *key, bool count, zs_body_fn *fn, void *arg);
+/* The same with a hint for a large set (coll_zset_large.c note 2; NULL: a whole read). */
+int zs_lookup_hint(client *c, const resp_slice *key, bool count, coll_hint *h, zs_body_fn *fn, void *arg);
 
 /* The encoding a stored result of n members, the longest maxlen bytes, gets
  * (zsetConvertToListpackIfNeeded). */
@@ -53,6 +55,10 @@ typedef struct zs_rangeq {
 	long long offset, limit;  /* LIMIT (limit -1: none) */
 	zs_range score;
 	zs_lex lex;
+	/* a large set (coll_zset_large.c note 2): count_only (in: ZCOUNT, no pairs wanted);
+	 * large_exact (out: the view is exactly the run, large_n pairs, in forward order) */
+	bool count_only, large_exact;
+	unsigned long long large_n;
 } zs_rangeq;
 /* The run of pairs a range selects: first (in the walk's direction), count of them. */
 typedef struct zs_run {

@@ -10,16 +10,17 @@ connections:
   resp3  the same server after HELLO 3 on both connections, the templates marked resp3, fewer commands;
   tier   spillway-server with --storage-tier and a --memory of a few pages, so that values spill to
          the device and come back through pending reads (INFO tier_pending_reads must grow).
-Two more rounds test the large layout of hashes and sets (docs/ARCHITECTURE.md "Large
+Two more rounds test the large layout of hashes, sets and sorted sets (docs/ARCHITECTURE.md "Large
 collections"), with their own families (tests/integration/random_large/*.py: a few keys, hundreds of
-members each) and, on both servers, CONFIG SET hash-max-listpack-entries 4 and
-set-max-intset-entries 4 (so that most of those are hashtable-encoded), restored after the round:
+members each) and, on both servers, CONFIG SET hash-max-listpack-entries 4,
+set-max-intset-entries 4 and zset-max-listpack-entries 4 (so that most of those are hashtable- or
+skiplist-encoded), restored after the round:
   large       spillway-server as in resp2 with --coll-record-max 128 (so that they become large);
   large-tier  the same on the tier round's geometry, so that parts spill and are read back.
-Both must make INFO coll_large_conversions, coll_bucket_splits and coll_list_node_writes grow (else
-they did not test the layout; random_large/lists.py makes lists past 2 x --coll-record-max large
-lists, server/coll_list_large.c); large-tier also tier_pending_reads. ctest runs them as
-integration_diff_random_large.
+Both must make INFO coll_large_conversions, coll_bucket_splits, coll_list_node_writes and
+coll_zset_point_writes grow (else they did not test the layout; random_large/lists.py makes lists
+past 2 x --coll-record-max large lists, server/coll_list_large.c); large-tier also
+tier_pending_reads. ctest runs them as integration_diff_random_large.
 
 Environment: SPW_BIN (the folder of spillway-server, as ctest sets it), SPW_DIFF_SEED=N (one seed
 instead of the default list), SPW_DIFF_COMMANDS=N (commands per round; the RESP3 round runs a quarter),
@@ -96,8 +97,10 @@ SPW_TIER_FLAGS = ["--storage-tier", "--device-type", "posix", "--threads", "2", 
 SPW_LARGE_FLAGS = SPW_FLAGS + ["--coll-record-max", "128"]
 SPW_LARGE_TIER_FLAGS = SPW_TIER_FLAGS + ["--coll-record-max", "128"]
 # Sent to both servers before a large round (the old values are restored after it).
-LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4")]
-LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits", "coll_list_node_writes"]
+LARGE_CONFIG = [(b"hash-max-listpack-entries", b"4"), (b"set-max-intset-entries", b"4"),
+                (b"zset-max-listpack-entries", b"4")]
+LARGE_COUNTERS = ["coll_large_conversions", "coll_bucket_splits", "coll_list_node_writes",
+                  "coll_zset_point_writes"]
 
 
 class Round:
