@@ -105,6 +105,35 @@ static const uint8_t *run_low(const uint8_t *lp, const zs_run *r, bool rev, size
 }
 
 /* Copy the run into the thread's edit buffer as a listpack; *enc gets its encoding. */
+/* Note 3's exception: a skiplist source keeps a score of -0 as the text "-0", but Redis's zsetAdd
+ * into a listpack result stores 0 (zzlInsertAt writes the double as a number), so a listpack
+ * result gets its "-0" scores rewritten as 0. */
+static int run_unsign_zeros(lp_buf *b)
+{
+	char buf[LP_INTBUF_SIZE];
+	const uint8_t *p;
+	size_t mlen;
+	bool any = false;
+	for (p = lp_first(b->p); p && !any; p = lp_next(b->p, lp_next(b->p, p))) {
+		double sc = zs_score(b->p, p);
+		any = sc == 0 && signbit(sc);
+	}
+	if (!any)
+		return 0;
+	lp_buf t;
+	int rc = lp_buf_init(&t);
+	for (p = lp_first(b->p); p && rc >= 0; p = lp_next(b->p, lp_next(b->p, p))) {
+		const char *m = zs_member(p, buf, &mlen);
+		rc = zs_append(&t, m, mlen, zs_score(b->p, p), false);
+	}
+	if (rc >= 0 && (rc = lp_buf_reserve(b, t.len)) >= 0) {
+		memcpy(b->p, t.p, t.len);
+		b->len = t.len;
+	}
+	lp_buf_free(&t);
+	return rc < 0 ? rc : 0;
+}
+
 static int run_copy(const uint8_t *lp, const zs_run *r, bool rev, lp_buf **out, int *enc)
 {
 	size_t maxlen;
@@ -119,7 +148,7 @@ static int run_copy(const uint8_t *lp, const zs_run *r, bool rev, lp_buf **out, 
 		return rc;
 	(*out)->len = zs_run_write((*out)->p, low, bytes, r->n);
 	*enc = zs_result_enc(r->n, maxlen);
-	return 0;
+	return *enc == CENC_LISTPACK ? run_unsign_zeros(*out) : 0;
 }
 
 /* ---------------- ZRANGE and its kin ---------------- */

@@ -6,6 +6,7 @@
 #include "server/zset_large_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,10 @@ static int bucket_set(client *c, struct zhead *z, const char *m, size_t mlen, co
 }
 
 /* Apply the edit's output out against its input zl_sub: removals first, then inserts. */
+/* A score the edit left as it was: equal and of the same sign, since 0 and -0 compare equal but a
+ * skiplist zset prints them apart (an update 0 -> 0.1 -> -0 in one ZADD ends at -0, as Redis's). */
+static inline bool same_score(double a, double b) { return a == b && !signbit(a) == !signbit(b); }
+
 static int apply_diff(client *c, struct zhead *z, const uint8_t *out, int64_t *delta)
 {
 	char buf[LP_INTBUF_SIZE];
@@ -161,7 +166,7 @@ static int apply_diff(client *c, struct zhead *z, const uint8_t *out, int64_t *d
 	for (p = lp_first(zl_sub.p); p; p = lp_next(zl_sub.p, lp_next(zl_sub.p, p))) {
 		const char *m = zs_member(p, buf, &mlen);
 		os = zs_score(zl_sub.p, p);
-		if (zs_find(out, m, mlen, &ns) && ns == os)
+		if (zs_find(out, m, mlen, &ns) && same_score(ns, os))
 			continue;
 		if ((rc = tree_delete(c, z, m, mlen, os)) != HLOG_OK ||
 		    (rc = bucket_set(c, z, m, mlen, NULL)) != HLOG_OK)
@@ -171,7 +176,7 @@ static int apply_diff(client *c, struct zhead *z, const uint8_t *out, int64_t *d
 	for (p = lp_first(out); p; p = lp_next(out, lp_next(out, p))) {
 		const char *m = zs_member(p, buf, &mlen);
 		ns = zs_score(out, p);
-		if (zs_find(zl_sub.p, m, mlen, &os) && ns == os)
+		if (zs_find(zl_sub.p, m, mlen, &os) && same_score(ns, os))
 			continue;
 		if ((rc = tree_insert(c, z, m, mlen, ns)) != HLOG_OK ||
 		    (rc = bucket_set(c, z, m, mlen, &ns)) != HLOG_OK)
