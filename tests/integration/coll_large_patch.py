@@ -24,28 +24,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diff_random import spillway_start  # noqa: E402
 
-try:
-	import redis
-except ImportError:
-	print("SKIP: python3-redis is not installed")
-	sys.exit(77)
+from spwcheck import redis, fail, check, ctr  # noqa: E402
 
 FLAGS = ["--threads", "1", "--memory", "64m", "--page", "1m", "--index", "4m", "--coll-record-max", "256"]
 N = 4000
-
-
-def fail(msg):
-	print("FAIL: " + msg, flush=True)
-	sys.exit(1)
-
-
-def check(cond, msg):
-	if not cond:
-		fail(msg)
-
-
-def ctr(r, name):
-	return int(r.info("stats")[name])
 
 
 def moved(r, name, before, want, what, exact=True):

@@ -37,26 +37,12 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from diff_random import spillway_start  # noqa: E402
 
-try:
-	import redis
-except ImportError:
-	print("SKIP: python3-redis is not installed")
-	sys.exit(77)
+from spwcheck import redis, fail, check  # noqa: E402
 
 N = 50000
 FLAGS = ["--threads", "2", "--memory", "256m", "--page", "1m", "--index", "4m", "--coll-record-max", "256"]
 TIER_FLAGS = ["--storage-tier", "--device-type", "posix", "--threads", "1", "--memory", "1m",
               "--page", "64k", "--segment", "1m", "--index", "1m", "--coll-record-max", "256"]
-
-
-def fail(msg):
-	print("FAIL: " + msg, flush=True)
-	sys.exit(1)
-
-
-def check(cond, msg):
-	if not cond:
-		fail(msg)
 
 
 def st(r, name):
