@@ -30,7 +30,10 @@
  *     the group (coll_list_large.c elem_alone). For a push its position is outside [lo, hi)
  *     until the head lands (dead if it does not); for an LSET the part changes before its
  *     reference's length does, so reads take the part's length as the truth (a crash between
- *     the two leaves the new element readable, as if the LSET had run).
+ *     the two leaves the new element readable, as if the LSET had run). That upsert answers
+ *     HLOG_PENDING, nothing written, when the key's newest version is on the device (an LSET's
+ *     old part, or a stale one at a position LTRIM dropped and a push takes again): the command
+ *     parks and runs again (le_alone's callers), never naming an element it did not write.
  *  6. A string of 16 bytes written with the 32-bit encoding (a listpack RESTOREd from elsewhere)
  *     would read as a reference: le_outline rewrites such an entry canonically, and every entry
  *     the large layout encodes itself is canonical (lp_entry_encode).

@@ -30,7 +30,8 @@ size_t le_refs(const uint8_t *lp, uint64_t *bytes /* out */);
  * next call); -ENOMEM or SPW_E_TOO_BIG (nothing listed). */
 int le_outline(const uint8_t *lp, uint64_t lo, lp_buf *out, le_part **parts, size_t *np);
 /* An element part a group cannot carry (a record over a page): written alone, before the group
- * (note 5). 1 when it was, 0 when the group takes it, or an error. */
+ * (note 5). 1 when it was, 0 when the group takes it, HLOG_PENDING (2: NOT written, the key's
+ * newest version is on the device: the caller must park and run again) or an error. */
 int le_alone(client *c, uint64_t cid, uint64_t pos, const void *val, size_t len);
 /* Group part p (its key in key, DQ_NODE_KEY_BYTES) for the element at pos: val NULL: a tombstone. */
 void le_part_set(hlog_group_part *p, uint8_t *key, uint64_t cid, uint64_t pos, const uint8_t *val,

@@ -502,8 +502,8 @@ static int op_push(client *c, const hlog_key *k, const struct lhead *lh, coll_li
 		uint64_t pos = (o->left ? lo : d->hi) + i;
 		if (a->len <= min)
 			continue;
-		if ((rc = le_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0)
-			return rc;
+		if ((rc = le_alone(c, lh->h.cid, pos, a->ptr, a->len)) < 0 || rc == HLOG_PENDING)
+			return rc;   /* pending: not written (its key is cold): park, the re-run writes it */
 		if (!rc)
 			elem_set(np++, lh->h.cid, pos, (const uint8_t *)a->ptr, a->len);
 	}
@@ -629,8 +629,8 @@ static int op_set(client *c, const hlog_key *k, const struct lhead *lh, coll_lis
 		if (!big)
 			elem_set(np++, lh->h.cid, pos, NULL, 0);
 	}
-	if (big && (rc = le_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0)
-		return rc;
+	if (big && ((rc = le_alone(c, lh->h.cid, pos, v->ptr, v->len)) < 0 || rc == HLOG_PENDING))
+		return rc;   /* pending: the old part is cold, nothing written: park and run again */
 	if (big && !rc)
 		elem_set(np++, lh->h.cid, pos, (const uint8_t *)v->ptr, v->len);
 	mb += big ? v->len : 0;

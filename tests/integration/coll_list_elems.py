@@ -7,7 +7,7 @@ compared); a restart from a checkpoint and an AOF replay after a SIGKILL; an ele
 one record (--page 4m) failing with nothing written; compaction dropping the element parts LTRIM
 left outside [lo, hi).
 
-Run: coll_list_elems.py [Elems|Whole|Compaction] (ctest runs each class). Environment: SPW_BIN.
+Run: coll_list_elems.py [Elems|Whole|Compaction|ColdAlone] (ctest runs each class). Environment: SPW_BIN.
 
 Notes:
  1. --page 4m, --memory 128m: a group's records must each fit a page (the 3 MB elements do, a 5 MB
@@ -232,6 +232,58 @@ class Compaction(Base):
 		self.assertEqual(st.shutdown(), 0)
 		r = st.start()
 		self.assertEqual(r.lrange(b"T", 0, -1), model)
+		self.assertEqual(st.shutdown(), 0)
+		self.done = True
+
+
+class ColdAlone(Base):
+	def test_cold_lset_and_push_of_an_element_past_a_page(self):
+		"""An element past a page is written alone before its group (coll_list_elem.c note 5). When
+		the key of that part has its newest version on the device (the part an LSET overwrites,
+		gone cold), that upsert answers HLOG_PENDING; the command must park and run again, not take
+		it for written (it answered OK, the head named the new element, the part held the old)."""
+		self.st = st = Store(TIERF)
+		r = st.start()
+		model = [b"s%03d:" % i * 20 for i in range(100)]   # 10 KB: a large list
+		r.rpush(b"L", *model)
+		old = b"o" * (1100 << 10)   # past a page (1m): written alone
+		r.rpush(b"L", old)
+		model.append(old)
+		p = r.pipeline(transaction=False)
+		for i in range(30000):   # the element part ages onto the device (--memory 16m)
+			p.set(b"fill:%d" % i, b"%d:" % i * 250)
+			if i % 64 == 63:
+				p.execute()
+		p.execute()
+		pend = info(r, "tier_pending_reads")
+		r.lset(b"L", 0, b"hot")   # the head written again: in memory, only the part is cold
+		model[0] = b"hot"
+		new = b"n" * (1200 << 10)
+		self.assertEqual(r.lset(b"L", -1, new), True)
+		model[-1] = new
+		self.assertGreater(info(r, "tier_pending_reads"), pend, "the LSET read the cold part")
+		check(self, r, model)
+		# LTRIM drops it by position (no tombstone); once that part is cold, an RPUSH takes the
+		# position again: its upsert of the same key goes pending too.
+		r.ltrim(b"L", 0, -2)
+		model.pop()
+		p = r.pipeline(transaction=False)
+		for i in range(30000):
+			p.set(b"fill:%d" % i, b"%d:" % i * 250)
+			if i % 64 == 63:
+				p.execute()
+		p.execute()
+		r.lset(b"L", 0, b"hot2")
+		model[0] = b"hot2"
+		pend = info(r, "tier_pending_reads")
+		new = b"p" * (1300 << 10)
+		self.assertEqual(r.rpush(b"L", new), len(model) + 1)
+		model.append(new)
+		self.assertGreater(info(r, "tier_pending_reads"), pend, "the RPUSH read the cold part")
+		check(self, r, model)
+		self.assertEqual(st.shutdown(), 0)
+		r = st.start()
+		check(self, r, model)
 		self.assertEqual(st.shutdown(), 0)
 		self.done = True
 
