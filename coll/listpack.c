@@ -246,6 +246,15 @@ int lp_buf_from(lp_buf *b, const uint8_t *bytes, size_t len)
 	return 0;
 }
 
+int lp_buf_set(lp_buf *b, const uint8_t *bytes, size_t len)
+{
+	if (lp_buf_reserve(b, len ? len : 1) < 0)
+		return -ENOMEM;
+	memcpy(b->p, bytes, len);
+	b->len = len;
+	return 0;
+}
+
 void lp_buf_free(lp_buf *b)
 {
 	free(b->p);

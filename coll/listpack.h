@@ -83,6 +83,10 @@ typedef int (*lp_entry_cb)(const uint8_t *p, uint32_t head_count, void *arg);
 int lp_buf_init(lp_buf *b);
 /* A copy of len bytes (not checked: validate first if they are untrusted). 0 or -ENOMEM. */
 int lp_buf_from(lp_buf *b, const uint8_t *bytes, size_t len);
+/* The same into a buffer already in use (initialized or all zero), reusing its memory: what a
+ * cached buffer takes, where lp_buf_from would drop (leak) the memory it holds. bytes must not lie
+ * in b. 0 or -ENOMEM. */
+int lp_buf_set(lp_buf *b, const uint8_t *bytes, size_t len);
 /* Make room for need bytes in all (the contents are kept). 0 or -ENOMEM. */
 int lp_buf_reserve(lp_buf *b, size_t need);
 void lp_buf_free(lp_buf *b);

@@ -50,6 +50,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -108,9 +109,45 @@ void zl_cache_reset(struct zcache *c)
 	c->n = 0;
 }
 
+static __thread bool t_keyed;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bufs_key;
+
+static void cache_destroy(struct zcache *c)
+{
+	for (size_t i = 0; i < c->cap; i++)
+		lp_buf_free(&c->v[i].b);
+	free(c->v);
+	c->v = NULL;
+	c->n = c->cap = 0;
+}
+
+/* The thread's buffers and caches go when it exits (the key's destructor runs on it). */
+static void bufs_destroy(void *unused)
+{
+	lp_buf *all[] = { &zl_sub, &zl_two, &zl_flat, &zl_small, &zl_route, &zl_leaves };
+	(void)unused;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		lp_buf_free(all[i]);
+	cache_destroy(&zl_nodes);
+	cache_destroy(&zl_bkts);
+	free(zl_parts);
+	free(zl_keys);
+	zl_parts = NULL;
+	zl_keys = NULL;
+	t_pcap = 0;
+}
+
+static void bufs_key_create(void) { pthread_key_create(&bufs_key, bufs_destroy); }
+
 void zl_bufs_enter(void)
 {
 	lp_buf *all[] = { &zl_sub, &zl_two, &zl_flat, &zl_small, &zl_route, &zl_leaves };
+	if (!t_keyed) {
+		pthread_once(&bufs_once, bufs_key_create);
+		pthread_setspecific(bufs_key, &t_keyed);
+		t_keyed = true;
+	}
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (all[i]->cap > BUF_KEEP)
 			lp_buf_free(all[i]);
@@ -325,7 +362,7 @@ int zl_bucket_load(client *c, const struct zhead *z, const void *m, size_t mlen,
 	hlog_key_init_internal(&k, key, sizeof(key));
 	int rc = hlog_read(c->w->sess, &k, zl_copy_cb, &p->b);
 	if (rc == HLOG_NOTFOUND) {
-		rc = lp_buf_from(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
+		rc = lp_buf_set(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 		p->olen = 0;
 	} else if (rc == HLOG_OK) {
 		c->w->stats.coll_part_reads++;
@@ -612,7 +649,7 @@ static int range_read(client *c, const struct zhead *z, zs_rangeq *q)
 	q->large_exact = true;
 	q->large_n = from <= to ? (unsigned long long)(to - from + 1) : 0;
 	if (q->count_only || from > to)
-		return lp_buf_from(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
+		return lp_buf_set(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 	return zl_collect(c, z, (uint64_t)from, (uint64_t)to, &zl_sub);
 }
 
@@ -641,7 +678,7 @@ int coll_zset_large_read(client *c, const hlog_key *k, int type, const coll_hint
 	else
 		rc = zl_whole_read(c, &z, &zl_sub);
 	if (rc == HLOG_OK && mode == COLL_HINT_ZRANK)
-		rc = lp_buf_from(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
+		rc = lp_buf_set(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 	if (rc != HLOG_OK)
 		goto out;
 	if (mode == COLL_HINT_MEMBERS || mode == COLL_HINT_ZRANK || mode == COLL_HINT_ZRANGE)

@@ -206,7 +206,7 @@ static int bucket_split_maybe(client *c, struct zhead *z)
 		hlog_key_init_internal(&k, key, sizeof(key));
 		int rc = hlog_read(c->w->sess, &k, zl_copy_cb, &p->b);
 		if (rc == HLOG_NOTFOUND)
-			rc = lp_buf_from(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
+			rc = lp_buf_set(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 		else if (rc == HLOG_OK)
 			p->olen = p->b.len;
 		if (rc != HLOG_OK) {
@@ -220,8 +220,8 @@ static int bucket_split_maybe(client *c, struct zhead *z)
 	if (rc < 0)
 		return rc;
 	struct zpart *m = zl_cache_add(&zl_bkts, dst);
-	if (!m || lp_buf_from(&m->b, zl_two.p + offs[1], offs[2] - offs[1]) < 0 ||
-	    lp_buf_from(&zl_bkts.v[i].b, zl_two.p, offs[1]) < 0)
+	if (!m || lp_buf_set(&m->b, zl_two.p + offs[1], offs[2] - offs[1]) < 0 ||
+	    lp_buf_set(&zl_bkts.v[i].b, zl_two.p, offs[1]) < 0)
 		return -ENOMEM;
 	m->dirty = zl_bkts.v[i].dirty = true;
 	coll_head_split_advance(&z->h);
@@ -267,7 +267,7 @@ static int point_write(client *c, const hlog_key *k, coll_edit *e, struct zhead 
 		uint64_t n = e->zpop_n < 0 ? 0 : (uint64_t)e->zpop_n;
 		n = n < z->h.count ? n : z->h.count;
 		if (!n)
-			rc = lp_buf_from(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
+			rc = lp_buf_set(&zl_sub, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 		else
 			rc = zl_collect(c, z, e->zpop_max ? z->h.count - n : 0,
 			             e->zpop_max ? z->h.count - 1 : n - 1, &zl_sub);
