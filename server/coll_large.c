@@ -433,14 +433,6 @@ static int buckets_random(client *c, const coll_head *h, uint64_t seed)
 
 /* ---------------- the head plan (note 3) ---------------- */
 
-struct head_plan {
-	const uint8_t *expect;     /* the head's bytes as read, NULL: the key was absent */
-	size_t expect_len;
-	const uint8_t *val;        /* the new head's value, NULL: delete the head */
-	size_t len;
-	bool drop_ttl;
-};
-
 static int head_plan_fn(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
 {
 	struct head_plan *p = ctx;
@@ -467,13 +459,13 @@ static void head_fill_fn(void *ctx, const hlog_value *old, uint8_t *dst, bool in
 	memcpy(dst, p->val, p->len);
 }
 
-static const hlog_rmw_ops head_ops = { head_plan_fn, head_fill_fn };
+const hlog_rmw_ops coll_head_ops = { head_plan_fn, head_fill_fn };
 
 /* Write the head (p) and nparts parts as one group (nparts 0: one hlog_rmw). */
 static int head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts)
 {
-	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &head_ops, p, t_parts, nparts)
-	                : hlog_rmw(c->w->sess, k, &head_ops, p);
+	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &coll_head_ops, p, t_parts, nparts)
+	                : hlog_rmw(c->w->sess, k, &coll_head_ops, p);
 	if (rc == HLOG_OK && nparts)
 		c->w->stats.coll_group_writes++;
 	return rc;

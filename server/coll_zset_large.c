@@ -269,39 +269,10 @@ int zl_head_read(client *c, const hlog_key *k, struct zhead *z)
 	return rc == HLOG_OK && z->err ? z->err : rc;
 }
 
-
-static int head_plan_fn(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
-{
-	struct head_plan *p = ctx;
-	if (p->expect ? !old || old->rtype != HLOG_T_HEAD || old->len < p->expect_len ||
-	                 memcmp(old->ptr, p->expect, p->expect_len) != 0
-	              : old != NULL)
-		return COLL_E_RESTART;
-	if (!p->val) {
-		out->action = HLOG_RMW_DELETE;
-		return 0;
-	}
-	out->action = HLOG_RMW_WRITE;
-	out->rtype = HLOG_T_HEAD;
-	out->new_len = p->len;
-	out->expire_ms = old && !p->drop_ttl ? old->expire_ms : HLOG_NO_EXPIRY;
-	return 0;
-}
-
-static void head_fill_fn(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
-{
-	struct head_plan *p = ctx;
-	(void)old;
-	(void)in_place;
-	memcpy(dst, p->val, p->len);
-}
-
-static const hlog_rmw_ops head_ops = { head_plan_fn, head_fill_fn };
-
 int zl_head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts)
 {
-	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &head_ops, p, zl_parts, nparts)
-	                : hlog_rmw(c->w->sess, k, &head_ops, p);
+	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &coll_head_ops, p, zl_parts, nparts)
+	                : hlog_rmw(c->w->sess, k, &coll_head_ops, p);
 	if (rc == HLOG_OK && nparts)
 		c->w->stats.coll_group_writes++;
 	return rc;

@@ -813,6 +813,18 @@ int coll_zset_large_read(client *c, const hlog_key *k, int type, const coll_hint
 int coll_zset_large_rmw(client *c, const hlog_key *k, coll_edit *e);
 int coll_zset_large_convert(client *c, const hlog_key *k, coll_edit *e);
 bool coll_zset_large_wanted(int enc, size_t used);
+/* A large head's conditional write (coll_large.c note 3): plan answers COLL_E_RESTART unless the
+ * head still starts with expect (NULL: the key must be absent), then writes val (NULL: deletes),
+ * keeping the expiry unless drop_ttl. The ops every large layout passes to hlog_rmw or
+ * hlog_group_rmw for its head. */
+struct head_plan {
+	const uint8_t *expect;     /* the head's bytes as read, NULL: the key was absent */
+	size_t expect_len;
+	const uint8_t *val;        /* the new head's value, NULL: delete the head */
+	size_t len;
+	bool drop_ttl;
+};
+extern const hlog_rmw_ops coll_head_ops;
 /* hlog_config.part_live (coll_large.c note 7). */
 int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 

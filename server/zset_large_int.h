@@ -49,14 +49,6 @@ struct zpath {
 	uint64_t before;
 };
 
-struct head_plan {
-	const uint8_t *expect;
-	size_t expect_len;
-	const uint8_t *val;   /* NULL: delete */
-	size_t len;
-	bool drop_ttl;
-};
-
 extern __thread struct zcache zl_nodes, zl_bkts;
 extern __thread lp_buf zl_sub, zl_two, zl_flat, zl_small, zl_route, zl_leaves;
 extern __thread hlog_group_part *zl_parts;
