@@ -104,6 +104,32 @@
  *     microseconds. Nothing lies outside the span, so note 4's atomicity for checkpoints and the
  *     AOF's group_more (note 5) stay as they were; a writer refused here holds nothing (it
  *     dropped R's lock) and never waits inside a group's window (its restart refreshes).
+ *
+ *  9. In place. A group whose records all lie in the mutable region and keep their sizes changes
+ *     them where they are (group_in_place), with no span, no stripes and no CAS: the head R is
+ *     locked exclusive by the lookup (ops.c note 3); then ONE load of ReadOnly classifies R and
+ *     every part's newest version (found in memory, each locked exclusive: a reader's share is
+ *     waited for, another writer's lock, a seal or a part named twice sends the group to the
+ *     span); every record is rewritten, the redo hook called for each in order with group_more
+ *     (one block of seqs, taken under all the locks), and only then is any lock dropped. Why
+ *     this is atomic:
+ *     - for readers: every reader of a mutable record holds its share, so it sees each record
+ *       before or after; a reader of several (a collection command) holds the collection's
+ *       shared latch against the writer's exclusive one, as for the span;
+ *     - for checkpoints: from the ReadOnly load to the last store the session does not refresh
+ *       its epoch, so a cut that moved ReadOnly after the load waits (SafeReadOnly) until every
+ *       record is rewritten, and all of them lie below it: the checkpoint holds the whole group;
+ *       a cut before the load leaves R below ReadOnly and the group goes to the span;
+ *     - for the AOF: the records are framed with group_more as a span's are (note 5), and logged
+ *       only when R is above Begin (a FLUSHALL that overtook the group moved Begin past all of
+ *       them: no part of it is logged).
+ *     A part to delete that has no version at all (none in memory, the chain not reaching the
+ *     device) needs nothing; one whose chain goes on to the device, or a part to write that is
+ *     absent, sends the group to the span. Counts: nothing is published, so the key counts
+ *     stay (R stays live with its expiry presence); a value written counts for its unit as an
+ *     in-place update does (ops.c, log_update_in_place), a tombstone set makes the old value
+ *     garbage. Sizes: a collection keeps a bucket's record at its capacity (hlog_group_part.cap,
+ *     the bytes past the listpack zero), so that a write that grows it a little stays in place.
  */
 
 #include <errno.h>
@@ -137,9 +163,15 @@ typedef struct group_run {
 	uint64_t head_seq;
 } group_run;
 
+/* A part's record value length: cap when it is more than len (hlog.h). */
+static size_t group_part_vlen(const hlog_group_part *p)
+{
+	return p->del ? 0 : p->cap > p->len ? p->cap : p->len;
+}
+
 static uint64_t group_part_size(const hlog_group_part *p)
 {
-	return rec_size_of(p->key.len, p->del ? 0 : p->len, false);
+	return rec_size_of(p->key.len, group_part_vlen(p), false);
 }
 
 /* The hash of the group's i-th key: 0 the head, i the part i - 1. */
@@ -237,11 +269,12 @@ static void group_write(group_run *g)
 		uint64_t info = rec_type_bits(HLOG_T_PART) | (p->del ? REC_TOMBSTONE : 0);
 		atomic_store_explicit(&r->info, info | REC_SEALED, memory_order_relaxed);
 		r->key_len = (uint32_t)p->key.len;
-		r->val_len = p->del ? 0 : (uint32_t)p->len;
+		r->val_len = (uint32_t)group_part_vlen(p);
 		if (p->key.len)
 			memcpy(rec_key(r, info), p->key.ptr, p->key.len);
 		if (!p->del && p->len)
 			memcpy(rec_val(r, info), p->val, p->len);
+		/* The frame is zero where the span was reserved: the capacity past len is too. */
 		log_ustat_write(g->s, a, size, !p->del, HLOG_NO_EXPIRY);
 	}
 }
@@ -405,7 +438,7 @@ static int group_check(hlog *l, const hlog_key *head, const hlog_group_part *par
 	for (size_t i = 0; i < nparts; i++) {
 		if (!parts[i].key.internal)
 			return -EINVAL;
-		if (group_part_size(&parts[i]) > l->page_bytes || parts[i].len > l->page_bytes)
+		if (group_part_size(&parts[i]) > l->page_bytes || group_part_vlen(&parts[i]) > l->page_bytes)
 			return SPW_E_TOO_BIG;
 	}
 	for (size_t i = 0; i < nparts; i++) {
@@ -415,6 +448,130 @@ static int group_check(hlog *l, const hlog_key *head, const hlog_group_part *par
 			return rc;
 	}
 	return 0;
+}
+
+/* Note 9: at most this many parts are changed in place (more go to the span). */
+#define GROUP_INPLACE_MAX 16
+
+typedef struct group_ip {
+	log_rec *r;                  /* NULL: a part to delete that has no version */
+	uint64_t a, info;            /* info: with our REC_LOCK_X */
+} group_ip;
+
+/* Part i's newest version, found in memory at or above ro and locked exclusive into *ip: true;
+ * false (nothing held) when the group must take the span. */
+static bool group_ip_find(group_run *g, size_t i, uint64_t ro, group_ip *ip, const group_ip *got)
+{
+	hlog *l = g->s->l;
+	const hlog_group_part *p = &g->parts[i];
+	hidx_slot slot;
+	uint64_t cold = 0;
+	ip->r = NULL;
+	ip->a = 0;
+	if (hidx_entry_find(l->idx, p->key.hash, &slot) == 0)
+		ip->a = log_chain_find(l, hidx_slot_addr(&slot), load_acq(&l->begin), &p->key, &ip->r, &ip->info,
+		                       &cold);
+	if (!ip->a)
+		return p->del && !cold;   /* nothing to delete; a value needs a new record */
+	if (ip->a < ro)
+		return false;
+	for (size_t j = 0; j < i; j++)
+		if (got[j].r == ip->r)
+			return false;    /* named twice: the span keeps the last (note 3) */
+	if (!(ip->info & REC_VALID) || !(ip->info = rec_try_lock_excl(ip->r)))
+		return false;
+	if (!p->del && rec_size(ip->r, ip->info) != group_part_size(p)) {
+		rec_unlock_excl(ip->r, ip->info);
+		return false;
+	}
+	return true;
+}
+
+/* Rewrite part i where it lies (note 9): the value and its zero capacity, or the tombstone bit. */
+static void group_ip_write(group_run *g, size_t i, group_ip *ip)
+{
+	hlog_session *s = g->s;
+	const hlog_group_part *p = &g->parts[i];
+	log_rec *r = ip->r;
+	bool tomb = (ip->info & REC_TOMBSTONE) != 0;
+	if (p->del) {
+		if (!tomb)
+			log_garbage_add(s, ip->a, (int64_t)rec_size(r, ip->info));
+		ip->info |= REC_TOMBSTONE;
+		return;
+	}
+	size_t vlen = group_part_vlen(p);
+	uint8_t *v = rec_val(r, ip->info);
+	if (p->len)
+		memcpy(v, p->val, p->len);
+	memset(v + p->len, 0, vlen - p->len);
+	r->val_len = (uint32_t)vlen;
+	if (tomb)
+		log_garbage_add(s, ip->a, -(int64_t)rec_size(r, ip->info));   /* revived */
+	ip->info &= ~REC_TOMBSTONE;
+	log_ustat_write(s, ip->a, rec_size(r, ip->info), true, HLOG_NO_EXPIRY);
+}
+
+/* Note 9: the whole group in place: HLOG_OK with every lock dropped, or UPD_NEXT (R still
+ * locked, nothing changed) for the span. */
+static int group_in_place(group_run *g)
+{
+	hlog_session *s = g->s;
+	hlog *l = s->l;
+	log_upd *u = &g->u;
+	group_ip ip[GROUP_INPLACE_MAX];
+	size_t n;
+
+	if (!l->group_in_place || !u->mut || !u->wr || u->st != ST_LIVE || g->nparts > GROUP_INPLACE_MAX ||
+	    u->new_exp != ((u->info & REC_HAS_EXPIRY) != 0) || u->size != rec_size(u->r, u->info))
+		return UPD_NEXT;
+	uint64_t ro = load_acq(&l->read_only);
+	if (u->a < ro)
+		return UPD_NEXT;
+	for (n = 0; n < g->nparts; n++)
+		if (!group_ip_find(g, n, ro, &ip[n], ip))
+			break;
+	if (n < g->nparts) {
+		while (n--)
+			if (ip[n].r)
+				rec_unlock_excl(ip[n].r, ip[n].info);
+		return UPD_NEXT;
+	}
+	/* From the ReadOnly load to the last unlock: no epoch refresh (note 9). */
+	log_rec *r = u->r;
+	int64_t exp = u->new_exp ? u->plan.expire_ms : HLOG_NO_EXPIRY;
+	g->op.ops->fill(g->op.ctx, u->oldp, rec_val(r, u->info), true);
+	r->val_len = (uint32_t)u->vlen;
+	if (u->new_exp)
+		*(int64_t *)(r + 1) = u->plan.expire_ms;
+	uint64_t hinfo = (u->info & ~(REC_TOMBSTONE | REC_TYPE_MASK)) | rec_type_bits(u->plan.rtype);
+	log_ustat_write(s, u->a, u->size, true, exp);
+	size_t changed = 0;
+	for (size_t i = 0; i < g->nparts; i++)
+		if (ip[i].r) {
+			group_ip_write(g, i, &ip[i]);
+			changed++;
+		}
+	if (SPW_UNLIKELY(s->redo != NULL)) {
+		uint64_t seq = atomic_fetch_add(&l->redo_seq, 1 + changed);
+		if (u->a >= atomic_load(&l->begin)) {
+			size_t left = changed;
+			log_redo(s, seq++, u->a, g->head, true, r, hinfo, exp, left > 0);
+			for (size_t i = 0; i < g->nparts; i++)
+				if (ip[i].r) {
+					left--;
+					log_redo(s, seq++, ip[i].a, &g->parts[i].key, !g->parts[i].del, ip[i].r, ip[i].info,
+					         HLOG_NO_EXPIRY, left > 0);
+				}
+		}
+	}
+	for (size_t i = 0; i < g->nparts; i++)
+		if (ip[i].r)
+			rec_unlock_excl(ip[i].r, ip[i].info);
+	rec_unlock_excl(r, hinfo);
+	ctr_add(&s->inplace_updates, 1 + changed);
+	ctr_add(&s->group_inplace, 1);
+	return HLOG_OK;
 }
 
 int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *ops, void *ctx,
@@ -429,6 +586,8 @@ int hlog_group_rmw(hlog_session *s, const hlog_key *head, const hlog_rmw_ops *op
 	g.op = (log_op){ .kind = OP_RMW, .ops = ops, .ctx = ctx };
 	for (;;) {
 		rc = group_plan(&g);
+		if (rc == UPD_NEXT && (rc = group_in_place(&g)) == HLOG_OK)
+			return HLOG_OK;
 		if (rc == UPD_NEXT && !group_lock(&g)) {
 			if (g.u.mut)
 				rec_unlock_excl(g.u.r, g.u.info);

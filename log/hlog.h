@@ -76,6 +76,8 @@ typedef struct hlog_config {
 	 * or unprotect s.) */
 	int (*part_live)(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 	void *part_live_arg;
+	bool group_span_only;     /* true: a group never changes its records in place, it always
+	                           * writes a span (group.c note 9); for tests and measurements */
 } hlog_config;
 
 /*
@@ -265,12 +267,18 @@ typedef struct hlog_group_part {
 	hlog_key key;            /* hlog_key_init_internal */
 	const void *val;         /* rtype HLOG_T_PART, no expiry */
 	size_t len;
+	size_t cap;              /* the record's value length when more than len (group.c note 9): the
+	                          * value is self-delimiting (a listpack), the bytes past len are zero,
+	                          * and a later write of up to cap bytes can keep the record in place;
+	                          * 0 (or <= len): exactly len */
 	bool del;                /* a tombstone instead */
 } hlog_group_part;
 /* One hlog_rmw on the user key `head` (ops, ctx: as hlog_rmw; plan must answer WRITE or DELETE of
  * a live value, or an error that aborts with nothing written: a plan that answers KEEP, or DELETE
- * of an absent head, gets -EINVAL) plus nparts parts. The head is always written as a new record
- * in the span (never in place); it is published first (its CAS, conditional like any rmw: a
+ * of an absent head, gets -EINVAL) plus nparts parts. When the head and every part are in the
+ * mutable region and each new record has its old one's size (the caller holds the collection's
+ * exclusive latch, as for every group), all are changed in place at once (group.c note 9: INFO
+ * group_inplace_writes); else the head is written as a new record in the span; it is published first (its CAS, conditional like any rmw: a
  * concurrent writer makes plan run again on the new value), then each part (CAS on its index
  * entry, retried until it succeeds: parts are written only by holders of the collection's
  * exclusive latch, and by compaction's conditional copies, which lose to us). Returns HLOG_OK;
@@ -353,6 +361,7 @@ enum { HLOG_CTR_SUM, HLOG_CTR_MAX };
 	X(appends,           HLOG_CTR_SUM, NULL, "records appended for a new key or a tombstone") \
 	X(log_full_errors,   HLOG_CTR_SUM, NULL, "writes refused: the memory region was full") \
 	X(retries,           HLOG_CTR_SUM, NULL, "operations restarted after an epoch action") \
+	X(group_inplace,     HLOG_CTR_SUM, "group_inplace_writes", "groups whose records were all changed in place (group.c note 9)") \
 	X(group_entry_waits, HLOG_CTR_SUM, "group_entry_waits", "writes that met an index entry a group holds for its parts and started again (group.c note 8)") \
 	X(expired_keys,      HLOG_CTR_SUM, NULL, "expired keys removed lazily (INFO expired_keys)") \
 	X(pending_reads,     HLOG_CTR_SUM, "tier_pending_reads", "operations that went pending on a device read (fetches started)") \

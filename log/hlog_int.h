@@ -169,6 +169,7 @@ struct hlog {
 	uint64_t io_chunk;                 /* the largest single request: a power of two, segment-aligned */
 	uint64_t buf_min;                  /* smallest pooled read buffer */
 	bool read_merge;                   /* !hlog_config.no_read_merge (readq.c note 1) */
+	bool group_in_place;               /* !hlog_config.group_span_only (group.c note 9) */
 	int (*part_live)(void *, hlog_session *, const void *, size_t, const hlog_value *);
 	void *part_live_arg;               /* hlog_config's liveness check of parts (compact.c note 8) */
 

@@ -184,14 +184,16 @@ static inline void rec_unlock_shared(log_rec *r)
 }
 
 /* Exclusive lock for an in-place writer or an RCU source. Returns the info word (with REC_LOCK_X),
- * or 0 without a lock when the record is sealed. While X is held nobody else changes info, so the
- * holder edits its copy and publishes it with the unlock store. */
-static inline uint64_t rec_lock_excl(log_rec *r)
+ * or 0 without a lock when the record is sealed, or (wait_writer false) when another writer holds
+ * X: readers' shares (held for one copy) are always waited for (group.c note 9 gives up on a
+ * writer). While X is held nobody else changes info, so the holder edits its copy and publishes
+ * it with the unlock store. */
+static inline uint64_t rec_lock_excl_if(log_rec *r, bool wait_writer)
 {
 	unsigned spins = 0;
 	uint64_t info = atomic_load_explicit(&r->info, memory_order_relaxed);
 	for (;;) {
-		if (info & REC_SEALED)
+		if ((info & REC_SEALED) || (!wait_writer && (info & REC_LOCK_X)))
 			return 0;
 		if (info & (REC_LOCK_X | REC_LOCK_S_MASK)) {
 			log_spin(&spins);
@@ -203,6 +205,9 @@ static inline uint64_t rec_lock_excl(log_rec *r)
 			return info | REC_LOCK_X;
 	}
 }
+
+static inline uint64_t rec_lock_excl(log_rec *r) { return rec_lock_excl_if(r, true); }
+static inline uint64_t rec_try_lock_excl(log_rec *r) { return rec_lock_excl_if(r, false); }
 
 static inline void rec_unlock_excl(log_rec *r, uint64_t info)
 {

@@ -117,6 +117,7 @@ int hlog_open(hlog **out, const hlog_config *cfg)
 			l->buf_min <<= 1;
 		l->read_merge = !cfg->no_read_merge;
 	}
+	l->group_in_place = !cfg->group_span_only;
 
 	l->unit_bits = l->dev ? l->dev->segment_shift : l->page_bits;
 	rc = -ENOMEM;

@@ -278,3 +278,57 @@ int coll_rmw(client *c, const resp_slice *key, coll_edit *e)
 		lp_buf_free(&t_buf);
 	return rc;
 }
+
+/* ---------------- listpack parts with spare capacity (log/group.c note 9) ---------------- */
+
+size_t coll_part_lp_len(const hlog_value *v)
+{
+	if (v->len < LP_EMPTY_BYTES)
+		return v->len;
+	size_t n = lp_bytes(v->ptr);
+	return n <= v->len ? n : v->len;
+}
+
+static int part_plan(void *ctx, const hlog_value *old, hlog_rmw_plan *out)
+{
+	const hlog_group_part *p = ctx;
+	(void)old;
+	out->action = HLOG_RMW_WRITE;
+	out->new_len = p->cap > p->len ? p->cap : p->len;
+	out->rtype = HLOG_T_PART;
+	out->expire_ms = HLOG_NO_EXPIRY;
+	return 0;
+}
+
+static void part_fill(void *ctx, const hlog_value *old, uint8_t *dst, bool in_place)
+{
+	const hlog_group_part *p = ctx;
+	(void)old;
+	(void)in_place;
+	memcpy(dst, p->val, p->len);
+	if (p->cap > p->len)
+		memset(dst + p->len, 0, p->cap - p->len);
+}
+
+static const hlog_rmw_ops part_ops = { part_plan, part_fill };
+
+int coll_part_put(client *c, const hlog_group_part *p)
+{
+	return hlog_rmw(c->w->sess, &p->key, &part_ops, (void *)p);
+}
+
+int coll_group_write(client *c, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx, hlog_group_part *parts,
+                     size_t n)
+{
+	int rc = hlog_group_rmw(c->w->sess, k, ops, ctx, parts, n);
+	if (rc != SPW_E_TOO_BIG)
+		return rc;
+	/* The spare room may be what made the group too big: without it, it may fit. */
+	bool spare = false;
+	for (size_t i = 0; i < n; i++)
+		if (parts[i].cap > parts[i].len) {
+			parts[i].cap = 0;
+			spare = true;
+		}
+	return spare ? hlog_group_rmw(c->w->sess, k, ops, ctx, parts, n) : rc;
+}

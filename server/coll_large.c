@@ -112,6 +112,8 @@ static const uint8_t lp_empty[LP_EMPTY_BYTES] = { LP_EMPTY_BYTES, 0, 0, 0, 0, 0,
 static __thread lp_buf t_old, t_sub, t_route, t_out, t_two, t_flat;
 static __thread uint64_t *t_bs;        /* touched bucket numbers */
 static __thread size_t *t_oo, *t_no;   /* their old / new offsets (n + 1) */
+static __thread size_t *t_oc;          /* their records' capacities (0: none; coll_part_cap) */
+static __thread size_t t_rcap;         /* the last bucket read's record length */
 static __thread hlog_group_part *t_parts;
 static __thread uint8_t (*t_keys)[COLL_BUCKET_KEY_BYTES];
 static __thread size_t t_cap;
@@ -170,7 +172,7 @@ static int arrays_reserve(size_t n)
 	if (n + 3 <= t_cap)
 		return 0;
 	size_t cap = (n + 3) * 2;
-	size_t bytes = cap * (sizeof(*t_parts) + sizeof(*t_bs) + 2 * sizeof(*t_oo) + sizeof(*t_keys));
+	size_t bytes = cap * (sizeof(*t_parts) + sizeof(*t_bs) + 3 * sizeof(*t_oo) + sizeof(*t_keys));
 	uint8_t *p = malloc(bytes);
 	if (!p)
 		return -ENOMEM;
@@ -179,7 +181,8 @@ static int arrays_reserve(size_t n)
 	t_bs = (uint64_t *)(p + cap * sizeof(*t_parts));
 	t_oo = (size_t *)(t_bs + cap);
 	t_no = t_oo + cap;
-	t_keys = (uint8_t(*)[COLL_BUCKET_KEY_BYTES])(t_no + cap);
+	t_oc = t_no + cap;
+	t_keys = (uint8_t(*)[COLL_BUCKET_KEY_BYTES])(t_oc + cap);
 	t_cap = cap;
 	return 0;
 }
@@ -244,12 +247,15 @@ static int head_read(client *c, const hlog_key *k, struct head_read *hr)
 	return rc == HLOG_OK && hr->err ? hr->err : rc;
 }
 
+/* A bucket's listpack appended to the buffer, without its record's spare capacity (t_rcap). */
 static void bucket_copy_cb(void *ctx, const hlog_value *v)
 {
 	lp_buf *b = ctx;
-	if (lp_buf_reserve(b, b->len + v->len) == 0) {
-		memcpy(b->p + b->len, v->ptr, v->len);
-		b->len += v->len;
+	size_t n = coll_part_lp_len(v);
+	t_rcap = v->len;
+	if (lp_buf_reserve(b, b->len + n) == 0) {
+		memcpy(b->p + b->len, v->ptr, n);
+		b->len += n;
 	}
 }
 
@@ -268,6 +274,7 @@ static int bucket_load_one(client *c, const hlog_key *k)
 	c->w->stats.coll_bucket_views++;
 	t_oo[0] = 0;
 	t_oo[1] = t_sub.len;
+	t_oc[0] = rc == HLOG_OK ? t_rcap : 0;
 	if (rc == HLOG_NOTFOUND) {
 		if (lp_buf_reserve(&t_sub, LP_EMPTY_BYTES) < 0)
 			return -ENOMEM;
@@ -313,6 +320,7 @@ static int buckets_load(client *c, uint64_t cid, size_t n)
 			return rc;
 		if (rc == HLOG_OK && t_old.len - t_oo[j] < LP_EMPTY_BYTES)
 			return SPW_E_CORRUPT;
+		t_oc[j] = rc == HLOG_OK ? t_rcap : 0;
 		c->w->stats.coll_part_reads += rc == HLOG_OK;
 	}
 	t_oo[n] = t_old.len;
@@ -464,18 +472,20 @@ const hlog_rmw_ops coll_head_ops = { head_plan_fn, head_fill_fn };
 /* Write the head (p) and nparts parts as one group (nparts 0: one hlog_rmw). */
 static int head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts)
 {
-	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &coll_head_ops, p, t_parts, nparts)
+	int rc = nparts ? coll_group_write(c, k, &coll_head_ops, p, t_parts, nparts)
 	                : hlog_rmw(c->w->sess, k, &coll_head_ops, p);
 	if (rc == HLOG_OK && nparts)
 		c->w->stats.coll_group_writes++;
 	return rc;
 }
 
-static void part_set(size_t i, const uint8_t *key, size_t klen, const uint8_t *val, size_t len)
+/* Part i: val (len 0: a delete) with capacity cap (coll_part_cap; 0: exactly len). */
+static void part_set(size_t i, const uint8_t *key, size_t klen, const uint8_t *val, size_t len, size_t cap)
 {
 	hlog_key_init_internal(&t_parts[i].key, key, klen);
 	t_parts[i].val = len ? val : NULL;
 	t_parts[i].len = len;
+	t_parts[i].cap = len ? cap : 0;
 	t_parts[i].del = len == 0;
 }
 
@@ -657,7 +667,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return rc;
 	size_t np = 0;
 	coll_registry_key(t_keys[0], h.cid);
-	part_set(np, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len);
+	part_set(np, t_keys[0], COLL_REGISTRY_KEY_BYTES, k->ptr, k->len, 0);
 	t_parts[np].val = k->ptr;
 	t_parts[np++].del = false;   /* the key "" is an empty value, not a delete (note 7) */
 	h.mbytes = k->len;
@@ -666,7 +676,8 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		if (!lp_first(lp))
 			continue;
 		coll_bucket_key(t_keys[np], h.cid, b);
-		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, lp, t_no[b + 1] - t_no[b]);
+		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, lp, t_no[b + 1] - t_no[b],
+		         coll_part_cap(t_no[b + 1] - t_no[b], 0));
 		h.mbytes += t_parts[np++].len;
 	}
 	coll_large_write(head, &h);
@@ -731,10 +742,10 @@ static int split_one(client *c, coll_head *h, size_t *np, long at, const uint8_t
 	h->mbytes = h->mbytes - len + stay + move;
 	size_t i = at >= 0 ? (size_t)at : (*np)++;
 	coll_bucket_key(t_keys[i], h->cid, s);
-	part_set(i, t_keys[i], COLL_BUCKET_KEY_BYTES, t_two.p, stay);
+	part_set(i, t_keys[i], COLL_BUCKET_KEY_BYTES, t_two.p, stay, coll_part_cap(stay, 0));
 	if (move) {
 		coll_bucket_key(t_keys[*np], h->cid, dst);
-		part_set(*np, t_keys[*np], COLL_BUCKET_KEY_BYTES, t_two.p + offs[1], move);
+		part_set(*np, t_keys[*np], COLL_BUCKET_KEY_BYTES, t_two.p + offs[1], move, coll_part_cap(move, 0));
 		(*np)++;
 	}
 	coll_head_split_advance(h);
@@ -792,7 +803,7 @@ static int point_write(client *c, const hlog_key *k, bool patched, struct head_r
 		if (t_bs[j] == h.split)
 			split_at = (long)np;
 		coll_bucket_key(t_keys[np], h.cid, t_bs[j]);
-		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, nv, nl);
+		part_set(np, t_keys[np], COLL_BUCKET_KEY_BYTES, nv, nl, coll_part_cap(nl, t_oc[j]));
 		np++;
 	}
 	if (big && (rc = split_one(c, &h, &np, split_at, split_touched ? split_cur : NULL,
@@ -801,9 +812,7 @@ static int point_write(client *c, const hlog_key *k, bool patched, struct head_r
 	if (np == 0 && delta == 0)
 		return HLOG_OK;
 	if (np == 1 && !big && delta == 0 && h.mbytes == hr->h.mbytes && !t_parts[0].del) {
-		rc = hlog_upsert_typed(c->w->sess, &t_parts[0].key, t_parts[0].val, t_parts[0].len,
-		                       HLOG_NO_EXPIRY, HLOG_T_PART);
-		return rc;
+		return coll_part_put(c, &t_parts[0]);
 	}
 	coll_large_write(head, &h);
 	p.val = head;

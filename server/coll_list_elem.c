@@ -229,6 +229,7 @@ void le_part_set(hlog_group_part *p, uint8_t *key, uint64_t cid, uint64_t pos, c
 	hlog_key_init_internal(&p->key, key, DQ_NODE_KEY_BYTES);
 	p->val = val;
 	p->len = val ? len : 0;
+	p->cap = 0;
 	p->del = !val;
 }
 

@@ -424,6 +424,7 @@ static void part_set(size_t i, uint64_t cid, uint64_t n, const uint8_t *val, siz
 	hlog_key_init_internal(&t_parts[i].key, t_keys[i], DQ_NODE_KEY_BYTES);
 	t_parts[i].val = val;
 	t_parts[i].len = len;
+	t_parts[i].cap = 0;      /* a node is full when written: no spare room (log/group.c note 9) */
 	t_parts[i].del = false;
 }
 

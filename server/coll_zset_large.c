@@ -171,7 +171,8 @@ struct zpart *zl_cache_add(struct zcache *c, uint64_t id)
 	struct zpart *z = &c->v[c->n++];
 	z->id = id;
 	z->b.len = 0;
-	z->olen = 0;
+	z->olen = z->ocap = 0;
+	z->lp = false;
 	z->dirty = z->dead = z->fresh = false;
 	return z;
 }
@@ -201,12 +202,21 @@ int zl_parts_reserve(size_t n)
 	return 0;
 }
 
-void zl_part_set(size_t i, size_t klen, const uint8_t *val, size_t len, bool del)
+void zl_part_set(size_t i, size_t klen, const uint8_t *val, size_t len, size_t cap, bool del)
 {
 	hlog_key_init_internal(&zl_parts[i].key, zl_keys[i], klen);
 	zl_parts[i].val = del ? NULL : val;
 	zl_parts[i].len = del ? 0 : len;
+	zl_parts[i].cap = del ? 0 : cap;
 	zl_parts[i].del = del;
+}
+
+void zl_lp_trim(struct zpart *p)
+{
+	hlog_value v = { .ptr = p->b.p, .len = p->b.len };
+	p->lp = true;
+	p->ocap = p->b.len;
+	p->b.len = coll_part_lp_len(&v);
 }
 
 void zl_copy_cb(void *ctx, const hlog_value *v)
@@ -271,7 +281,7 @@ int zl_head_read(client *c, const hlog_key *k, struct zhead *z)
 
 int zl_head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts)
 {
-	int rc = nparts ? hlog_group_rmw(c->w->sess, k, &coll_head_ops, p, zl_parts, nparts)
+	int rc = nparts ? coll_group_write(c, k, &coll_head_ops, p, zl_parts, nparts)
 	                : hlog_rmw(c->w->sess, k, &coll_head_ops, p);
 	if (rc == HLOG_OK && nparts)
 		c->w->stats.coll_group_writes++;
@@ -305,6 +315,8 @@ int zl_node_load(client *c, const struct zhead *z, uint64_t id, bool inner, size
 		zl_nodes.n--;
 		return -ENOMEM;
 	}
+	if (!inner)
+		zl_lp_trim(n);
 	n->olen = n->b.len;
 	if (inner ? !zt_inner_valid(n->b.p, n->b.len)
 	          : !lp_validate(n->b.p, n->b.len, false, NULL, NULL) || lp_count(n->b.p) % 2) {
@@ -335,8 +347,11 @@ int zl_bucket_load(client *c, const struct zhead *z, const void *m, size_t mlen,
 	if (rc == HLOG_NOTFOUND) {
 		rc = lp_buf_set(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
 		p->olen = 0;
+		p->lp = true;
 	} else if (rc == HLOG_OK) {
 		c->w->stats.coll_part_reads++;
+		if (p->b.len != SIZE_MAX)
+			zl_lp_trim(p);
 		p->olen = p->b.len;
 		if (p->b.len == SIZE_MAX || !lp_validate(p->b.p, p->b.len, false, NULL, NULL))
 			rc = p->b.len == SIZE_MAX ? -ENOMEM : SPW_E_CORRUPT;

@@ -14,13 +14,15 @@
 
 /* ---------------- tree edits (note 4) ---------------- */
 
-static int node_new(uint64_t id, const uint8_t *bytes, size_t len, size_t *out)
+/* A new node (leaf: a listpack, else an inner node) into the cache. */
+static int node_new(uint64_t id, const uint8_t *bytes, size_t len, bool leaf, size_t *out)
 {
 	struct zpart *n = zl_cache_add(&zl_nodes, id);
 	if (!n || lp_buf_reserve(&n->b, len ? len : 1) < 0)
 		return -ENOMEM;
 	memcpy(n->b.p, bytes, len);
 	n->b.len = len;
+	n->lp = leaf;
 	n->dirty = n->fresh = true;
 	*out = zl_nodes.n - 1;
 	return 0;
@@ -37,7 +39,8 @@ static int split_up(struct zhead *z, struct zpath *p, uint64_t l, client *c)
 		bool leaf = l == z->depth;
 		/* 2 pairs or entries in each half at least: long members (full separators, ztree.c note
 		 * 1) make a node of few entries big, which must not split into ever more levels */
-		if (n->b.len <= 2 * RECORD_MAX || (leaf ? lp_count(n->b.p) < 4 : zt_inner_n(n->b.p) < 4))
+		if (n->b.len <= 2 * (leaf ? ZPART_MAX : RECORD_MAX) ||
+		    (leaf ? lp_count(n->b.p) < 4 : zt_inner_n(n->b.p) < 4))
 			return 0;
 		rc = leaf ? zt_leaf_split(n->b.p, &zl_two, offs) : zt_inner_split(n->b.p, n->b.len, &zl_two, offs);
 		if (rc < 0)
@@ -59,14 +62,14 @@ static int split_up(struct zhead *z, struct zpath *p, uint64_t l, client *c)
 		le.id = n->id;
 		le.count = leaf ? lp_count(n->b.p) / 2 : zt_inner_total(n->b.p);
 		le.sep = (zt_key){ re.sep.score, NULL, 0 };
-		if ((rc = node_new(re.id, right, offs[2] - offs[1], &ri)) < 0)
+		if ((rc = node_new(re.id, right, offs[2] - offs[1], leaf, &ri)) < 0)
 			return rc;
 		c->w->stats.coll_zset_node_splits++;
 		if (l == 0) {   /* a new root above the two halves */
 			zt_ent two[2] = { le, re };
 			lp_buf nb = { 0 };
 			if ((rc = zt_inner_build(&nb, two, 2)) == 0)
-				rc = node_new(z->next, nb.p, nb.len, &ri);
+				rc = node_new(z->next, nb.p, nb.len, false, &ri);
 			lp_buf_free(&nb);
 			if (rc < 0)
 				return rc;
@@ -191,7 +194,7 @@ static int bucket_split_maybe(client *c, struct zhead *z)
 {
 	bool big = false;
 	for (size_t i = 0; i < zl_bkts.n; i++)
-		big |= zl_bkts.v[i].dirty && zl_bkts.v[i].b.len > 2 * RECORD_MAX;
+		big |= zl_bkts.v[i].dirty && zl_bkts.v[i].b.len > 2 * ZPART_MAX;
 	if (!big)
 		return HLOG_OK;
 	uint64_t s = z->h.split, dst = s + (1ull << z->h.level);
@@ -205,10 +208,15 @@ static int bucket_split_maybe(client *c, struct zhead *z)
 		coll_bucket_key(key, z->h.cid, s);
 		hlog_key_init_internal(&k, key, sizeof(key));
 		int rc = hlog_read(c->w->sess, &k, zl_copy_cb, &p->b);
-		if (rc == HLOG_NOTFOUND)
+		p->lp = true;
+		if (rc == HLOG_NOTFOUND) {
 			rc = lp_buf_set(&p->b, zl_lp_empty, sizeof(zl_lp_empty)) < 0 ? -ENOMEM : HLOG_OK;
-		else if (rc == HLOG_OK)
+		} else if (rc == HLOG_OK && p->b.len == SIZE_MAX) {
+			rc = -ENOMEM;
+		} else if (rc == HLOG_OK) {
+			zl_lp_trim(p);
 			p->olen = p->b.len;
+		}
 		if (rc != HLOG_OK) {
 			zl_bkts.n--;
 			return rc;
@@ -242,7 +250,7 @@ static long parts_collect(client *c, struct zhead *z)
 		if (n->dead && n->fresh)
 			continue;
 		zl_node_key(zl_keys[np], z->h.cid, n->id);
-		zl_part_set(np++, ZKEY_BYTES, n->b.p, n->b.len, n->dead);
+		zl_part_set(np++, ZKEY_BYTES, n->b.p, n->b.len, n->lp ? coll_part_cap(n->b.len, n->ocap) : 0, n->dead);
 		z->h.mbytes = z->h.mbytes - n->olen + (n->dead ? 0 : n->b.len);
 		c->w->stats.coll_zset_node_writes++;
 	}
@@ -252,7 +260,7 @@ static long parts_collect(client *c, struct zhead *z)
 		if (!b->dirty || (empty && !b->olen))
 			continue;
 		coll_bucket_key(zl_keys[np], z->h.cid, b->id);
-		zl_part_set(np++, ZKEY_BYTES, b->b.p, b->b.len, empty);
+		zl_part_set(np++, ZKEY_BYTES, b->b.p, b->b.len, coll_part_cap(b->b.len, b->ocap), empty);
 		z->h.mbytes = z->h.mbytes - b->olen + (empty ? 0 : b->b.len);
 	}
 	return (long)np;
@@ -317,7 +325,7 @@ bool coll_zset_large_wanted(int enc, size_t used)
  * z's root, depth and next set. */
 static int tree_build(struct zhead *z, const uint8_t *lp)
 {
-	size_t target = RECORD_MAX, cap = 64, n = 0, ri;
+	size_t target = RECORD_MAX, cap = 64, n = 0, ri;   /* inner nodes; leaves ZPART_MAX */
 	zt_ent *ents = malloc(cap * sizeof(*ents));
 	char (*bufs)[LP_INTBUF_SIZE] = NULL;
 	int rc = 0;
@@ -326,10 +334,10 @@ static int tree_build(struct zhead *z, const uint8_t *lp)
 		return -ENOMEM;
 	for (const uint8_t *p = lp_first(lp), *end; p; p = end) {
 		unsigned long pairs;
-		end = zt_chunk_end(lp, p, target, &pairs);
+		end = zt_chunk_end(lp, p, ZPART_MAX, &pairs);
 		size_t bytes = (size_t)((end ? end : lp + lp_bytes(lp) - 1) - p);
 		if (lp_buf_reserve(&zl_leaves, bytes + LP_EMPTY_BYTES) < 0 ||
-		    (rc = node_new(id, zl_leaves.p, 0, &ri)) < 0)
+		    (rc = node_new(id, zl_leaves.p, 0, true, &ri)) < 0)
 			goto fail;
 		struct zpart *leaf = &zl_nodes.v[ri];
 		if (lp_buf_reserve(&leaf->b, bytes + LP_EMPTY_BYTES) < 0)
@@ -366,7 +374,7 @@ static int tree_build(struct zhead *z, const uint8_t *lp)
 			for (size_t q = j; q < k; q++)
 				total += ents[q].count;
 			if ((rc = zt_inner_build(&nb, ents + j, (uint32_t)(k - j))) == 0)
-				rc = node_new(id, nb.p, nb.len, &ri);
+				rc = node_new(id, nb.p, nb.len, false, &ri);
 			lp_buf_free(&nb);
 			if (rc < 0)
 				goto fail;
@@ -413,7 +421,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		return zl_head_write(c, k, &p, 0);
 	}
 	z.h = (coll_head){ COLL_ZSET, e->enc, zl_cid_new(), lp_count(out) / 2, 0, 0, 0 };
-	coll_head_size(&z.h, coll_initial_buckets(len, RECORD_MAX));
+	coll_head_size(&z.h, coll_initial_buckets(len, ZPART_MAX));
 	uint64_t nb = coll_bucket_count(&z.h);
 	size_t *offs = malloc((nb + 1) * sizeof(*offs));
 	if (!offs)
@@ -425,7 +433,7 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 	}
 	size_t np = 0;
 	coll_registry_key(zl_keys[0], z.h.cid);
-	zl_part_set(np++, COLL_REGISTRY_KEY_BYTES, k->ptr, k->len, false);
+	zl_part_set(np++, COLL_REGISTRY_KEY_BYTES, k->ptr, k->len, 0, false);
 	zl_parts[0].val = k->ptr;   /* the key "" is an empty value, not a delete */
 	z.h.mbytes = k->len;
 	for (uint64_t b = 0; b < nb; b++) {
@@ -433,13 +441,14 @@ static int write_afresh(client *c, const hlog_key *k, coll_edit *e, const uint8_
 		if (!lp_first(lp))
 			continue;
 		coll_bucket_key(zl_keys[np], z.h.cid, b);
-		zl_part_set(np, ZKEY_BYTES, lp, offs[b + 1] - offs[b], false);
+		zl_part_set(np, ZKEY_BYTES, lp, offs[b + 1] - offs[b], coll_part_cap(offs[b + 1] - offs[b], 0), false);
 		z.h.mbytes += zl_parts[np++].len;
 	}
 	free(offs);
 	for (size_t i = 0; i < zl_nodes.n; i++) {
 		zl_node_key(zl_keys[np], z.h.cid, zl_nodes.v[i].id);
-		zl_part_set(np, ZKEY_BYTES, zl_nodes.v[i].b.p, zl_nodes.v[i].b.len, false);
+		zl_part_set(np, ZKEY_BYTES, zl_nodes.v[i].b.p, zl_nodes.v[i].b.len,
+		            zl_nodes.v[i].lp ? coll_part_cap(zl_nodes.v[i].b.len, 0) : 0, false);
 		z.h.mbytes += zl_parts[np++].len;
 		c->w->stats.coll_zset_node_writes++;
 	}

@@ -233,6 +233,10 @@ const spw_option config_options[] = {
 	  "(0 = no limit)" },
 	/* Collection encodings (Redis 7.0's names, aliases, defaults and bounds), read by the data
 	 * types when a collection grows; a change applies to collections written after it. */
+	{ "coll-write-in-place", NULL, OPT_BOOL, 0, 0, 0, "yes", FIELD(coll_write_in_place), NULL, NULL,
+	  "a write to a large collection rewrites its head and parts where they lie while they are in "
+	  "the mutable region, and keeps a quarter of spare room in each bucket for that (no: every "
+	  "write appends its records at the tail; for measurements)" },
 	{ "coll-record-max", NULL, OPT_SIZE, OPT_MUTABLE, 128, 65536, "4096", FIELD(coll_record_max),
 	  NULL, NULL,
 	  "bytes: a hash or set Redis keeps as a hash table (OBJECT ENCODING hashtable) whose payload "

@@ -93,6 +93,8 @@ typedef struct spw_config {
 	client_obl obl[SPW_OBL_CLASSES]; /* client-output-buffer-limit, per client class */
 	/* Collection encodings (Redis 7.0's names and defaults), CONFIG SET-able: read them with
 	 * __atomic_load_n(..., __ATOMIC_RELAXED) (config.c note 6). */
+	bool coll_write_in_place;           /* --coll-write-in-place: a large collection's write changes
+	                                     * its records in place while they are mutable (yes) */
 	uint64_t coll_record_max;           /* a hashtable-encoded hash or set whose payload passes this
 	                                     * many bytes becomes large (coll_large.c; 4096) */
 	uint64_t hash_max_listpack_entries; /* a hash with more fields leaves the listpack (512) */
@@ -825,6 +827,28 @@ struct head_plan {
 	bool drop_ttl;
 };
 extern const hlog_rmw_ops coll_head_ops;
+/* A listpack part's record capacity (hlog_group_part.cap, log/group.c note 9): for len bytes in a
+ * record now holding ocap (0: none), ocap while len fits and fills over half of it, so that the
+ * write keeps the record's size and can change it in place; else len and a quarter more, to
+ * 8 bytes. 0 (exactly len) with --coll-write-in-place no. */
+static inline size_t coll_part_cap(size_t len, size_t ocap)
+{
+	if (!g_cfg.coll_write_in_place)
+		return 0;
+	if (len <= ocap && len > ocap / 2)
+		return ocap;
+	return (len + len / 4 + 7) & ~(size_t)7;
+}
+/* A listpack part's own bytes (lp_bytes) within its record's value, which may hold spare
+ * capacity after it; the record's length when the header claims more (the caller's check of the
+ * listpack then fails). */
+size_t coll_part_lp_len(const hlog_value *v);
+/* One part written alone (no head changes) with its capacity: in place when it keeps the size. */
+int coll_part_put(client *c, const hlog_group_part *p);
+/* hlog_group_rmw on the worker's session, once more without the parts' spare room when that
+ * made the group SPW_E_TOO_BIG. */
+int coll_group_write(client *c, const hlog_key *k, const hlog_rmw_ops *ops, void *ctx, hlog_group_part *parts,
+                     size_t n);
 /* hlog_config.part_live (coll_large.c note 7). */
 int coll_part_live(void *arg, hlog_session *s, const void *key, size_t klen, const hlog_value *v);
 

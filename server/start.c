@@ -541,6 +541,7 @@ static int server_store_open(void)
 		.dev = g_srv.dev,
 		.initial_io_bytes = (uint32_t)SPW_MIN(g_cfg.initial_io_record_size, (uint64_t)UINT32_MAX),
 		.part_live = coll_part_live,   /* a large collection's parts (coll_large.c note 7) */
+		.group_span_only = !g_cfg.coll_write_in_place,
 	};
 	int rc = hlog_open(&g_srv.store, &hc);
 	if (rc < 0) {

@@ -13,6 +13,12 @@
 
 #define ZHEAD 72u
 #define RECORD_MAX ((size_t)__atomic_load_n(&g_cfg.coll_record_max, __ATOMIC_RELAXED))
+/* A bucket's and a leaf's nominal size, a quarter of coll-record-max (256 bytes at least, or
+ * coll-record-max below that: leaves of a few pairs make a whole read thousands of parts), as a
+ * large hash's buckets (coll_large.c note 11): every write walks one of each linearly, and
+ * copies them when they cannot change in place. Inner nodes keep coll-record-max: their fan-out
+ * keeps a 10M-member tree at three levels. */
+#define ZPART_MAX (RECORD_MAX / 4 > 256 ? RECORD_MAX / 4 : RECORD_MAX < 256 ? RECORD_MAX : (size_t)256)
 #define BUF_KEEP (1u << 20)
 #define ZKEY_BYTES COLL_BUCKET_KEY_BYTES
 
@@ -33,6 +39,8 @@ struct zpart {
 	uint64_t id;
 	lp_buf b;
 	size_t olen;
+	size_t ocap;     /* its record's value length (spare capacity included; coll_part_cap) */
+	bool lp;         /* a listpack (a leaf or a bucket), which may keep spare capacity */
 	bool dirty, dead, fresh;
 };
 
@@ -64,7 +72,9 @@ void zl_bufs_enter(void);
 struct zpart *zl_cache_add(struct zcache *c, uint64_t id);
 long zl_cache_find(const struct zcache *c, uint64_t id);
 int zl_parts_reserve(size_t n);
-void zl_part_set(size_t i, size_t klen, const uint8_t *val, size_t len, bool del);
+void zl_part_set(size_t i, size_t klen, const uint8_t *val, size_t len, size_t cap, bool del);
+/* A listpack part read by zl_copy_cb: ocap the record's length, b.len the listpack's own. */
+void zl_lp_trim(struct zpart *p);
 void zl_copy_cb(void *ctx, const hlog_value *v);
 int zl_head_read(client *c, const hlog_key *k, struct zhead *z);
 int zl_head_write(client *c, const hlog_key *k, struct head_plan *p, size_t nparts);

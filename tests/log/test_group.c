@@ -47,6 +47,7 @@ static gf *gf_open(void **state, bool device, uint64_t memory, int mutable_perce
 	assert_non_null(f);
 	*state = f;
 	hlog_config c = log_test_config(memory, PAGE, mutable_percent);
+	c.group_span_only = true;   /* these tests are of the span; in place: test_group_inplace.c */
 	if (device) {
 		store_env_open(&f->env, "localmemory", "/tmp/spw-group.XXXXXX", 0, &c);
 		f->l = f->env.l;
